@@ -1,0 +1,1 @@
+//! Matrix-vector and matrix-matrix products over Q8_0 and f32 weights.

@@ -1,0 +1,299 @@
+//! A persistent pool of spinning worker threads for many small parallel jobs.
+//!
+//! A decoded token of a Qwen3-0.6B model runs ~197 matrix-vector products of
+//! a hundred microseconds or less each. A fork-join library that lets its
+//! workers sleep between jobs pays an OS wake-up per job, which costs as much
+//! as the job; this pool's workers keep spinning on one cache line between
+//! jobs, so [`ThreadPool::dispatch`] is one atomic store to publish and one
+//! counter to wait on. After a configurable idle time
+//! ([`ThreadPoolBuilder::spin_time`]) workers park, so an idle pool costs no
+//! CPU; the next dispatch wakes them (paying the OS wake-up once).
+//!
+//! ```
+//! use inferno_cpu::ThreadPool;
+//!
+//! let pool = ThreadPool::new(4)?;
+//! let mut out = vec![0u64; 1000];
+//! // Each share gets a disjoint, contiguous chunk of `out`.
+//! pool.for_each_chunk_mut(&mut out, |range, chunk| {
+//!     for (i, x) in range.zip(chunk) {
+//!         *x = (i * i) as u64;
+//!     }
+//! });
+//! assert_eq!(out[999], 999 * 999);
+//! # Ok::<(), inferno_cpu::PoolError>(())
+//! ```
+
+mod threads;
+
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::unsafe_core::pool::{PoolConfig, RawPool};
+
+pub use crate::unsafe_core::pool::PoolError;
+pub use threads::{default_threads, threads_from_env, ThreadsEnvError, THREADS_ENV};
+
+/// Default time a worker keeps spinning after its last job before parking.
+///
+/// Long enough to bridge the serial work between the matvecs of a decoded
+/// token (microseconds) and the sampling between tokens, short enough that
+/// an idle pool stops burning cores almost at once.
+pub const DEFAULT_SPIN_TIME: Duration = Duration::from_millis(2);
+
+/// The range of `0..total` that share `id` of `n` owns.
+///
+/// The `n` ranges are contiguous, tile `0..total` exactly in order of `id`,
+/// and their lengths differ by at most one (the first `total % n` shares
+/// get one extra item).
+///
+/// ```
+/// use inferno_cpu::split;
+/// assert_eq!(split(10, 0, 3), 0..4);
+/// assert_eq!(split(10, 1, 3), 4..7);
+/// assert_eq!(split(10, 2, 3), 7..10);
+/// ```
+///
+/// # Panics
+///
+/// If `n == 0` or `id >= n`.
+#[inline]
+pub fn split(total: usize, id: usize, n: usize) -> Range<usize> {
+    assert!(id < n, "split: share id {id} out of range for {n} shares");
+    let base = total / n;
+    let extra = total % n;
+    // id < n and id * base <= total, so nothing here overflows.
+    let start = id * base + id.min(extra);
+    let len = base + usize::from(id < extra);
+    start..start + len
+}
+
+/// A persistent pool of `n` threads: `n - 1` spinning workers plus the
+/// thread that dispatches, which runs share 0.
+///
+/// Every method takes `&self`, and the pool is `Sync`: any number of threads
+/// may dispatch on one pool. One dispatch at a time gets the workers; a
+/// dispatch that finds the pool busy (another thread's, or a job dispatching
+/// from inside itself) runs all its shares inline on its own thread instead
+/// of waiting, so nested dispatch never deadlocks. Results do not depend on
+/// which path ran, since every share is defined by its id.
+///
+/// A panic in any share is caught; the dispatch waits for every other share
+/// to finish, then resumes the panic on the caller. The pool stays usable.
+///
+/// Dropping the pool stops and joins its workers.
+#[derive(Debug)]
+pub struct ThreadPool {
+    raw: RawPool,
+}
+
+impl ThreadPool {
+    /// Starts a pool of `threads` shares (`threads - 1` worker threads) with
+    /// the default spin time.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::ZeroThreads`] for `threads == 0`; [`PoolError::Spawn`]
+    /// when the OS refuses a thread (workers already started are joined).
+    pub fn new(threads: usize) -> Result<Self, PoolError> {
+        ThreadPoolBuilder::new().threads(threads).build()
+    }
+
+    /// A builder for a pool with non-default settings.
+    pub fn builder() -> ThreadPoolBuilder {
+        ThreadPoolBuilder::new()
+    }
+
+    /// Number of shares each dispatch runs (workers plus the caller).
+    #[inline]
+    pub fn threads(&self) -> usize {
+        self.raw.threads()
+    }
+
+    /// Runs `f(id, n)` once for every share `id` in `0..n`, where
+    /// `n = self.threads()`, the calling thread running share 0, and
+    /// returns when all have finished.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = inferno_cpu::ThreadPool::new(3)?;
+    /// let sum = AtomicUsize::new(0);
+    /// pool.dispatch(|id, n| {
+    ///     assert_eq!(n, 3);
+    ///     sum.fetch_add(id, Ordering::Relaxed);
+    /// });
+    /// assert_eq!(sum.into_inner(), 0 + 1 + 2);
+    /// # Ok::<(), inferno_cpu::PoolError>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Resumes the first panic raised by any share, after all shares ended.
+    #[inline]
+    pub fn dispatch<F>(&self, f: F)
+    where
+        F: Fn(usize, usize) + Sync,
+    {
+        self.raw.dispatch(&f);
+    }
+
+    /// Splits `data` into one contiguous chunk per share with [`split`] and
+    /// runs `f(range, chunk)` for each non-empty one, where `chunk` is
+    /// `&mut data[range]`.
+    ///
+    /// The static split suits uniform work on cores of one speed: it costs
+    /// nothing to hand out. For uneven work see
+    /// [`for_each_chunk_mut_dynamic`](Self::for_each_chunk_mut_dynamic).
+    ///
+    /// The elements cross threads, so they must be `Send`:
+    ///
+    /// ```compile_fail
+    /// let pool = inferno_cpu::ThreadPool::new(2).unwrap();
+    /// let mut data = vec![std::rc::Rc::new(0); 4];
+    /// pool.for_each_chunk_mut(&mut data, |_, _| {});
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Resumes the first panic raised by `f`, after all shares ended.
+    #[inline]
+    pub fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: F)
+    where
+        T: Send,
+        F: Fn(Range<usize>, &mut [T]) + Sync,
+    {
+        self.raw.for_each_chunk_mut(data, &f);
+    }
+
+    /// Like [`for_each_chunk_mut`](Self::for_each_chunk_mut), but every
+    /// share claims `chunk`-element pieces from a shared atomic cursor until
+    /// none is left, so a share on a slow or busy core takes fewer pieces.
+    /// The last piece may be shorter; `chunk == 0` is treated as 1.
+    ///
+    /// ```
+    /// let pool = inferno_cpu::ThreadPool::new(2)?;
+    /// let mut data = vec![0u8; 100];
+    /// pool.for_each_chunk_mut_dynamic(&mut data, 16, |range, piece| {
+    ///     assert!(range.len() <= 16);
+    ///     piece.fill(1);
+    /// });
+    /// assert!(data.iter().all(|&x| x == 1));
+    /// # Ok::<(), inferno_cpu::PoolError>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Resumes the first panic raised by `f`, after all shares ended.
+    #[inline]
+    pub fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: F)
+    where
+        T: Send,
+        F: Fn(Range<usize>, &mut [T]) + Sync,
+    {
+        self.raw.for_each_chunk_mut_dynamic(data, chunk, &f);
+    }
+}
+
+/// Settings for a [`ThreadPool`].
+///
+/// ```
+/// use std::time::Duration;
+/// let pool = inferno_cpu::ThreadPool::builder()
+///     .threads(2)
+///     .spin_time(Duration::from_micros(500))
+///     .build()?;
+/// assert_eq!(pool.threads(), 2);
+/// # Ok::<(), inferno_cpu::PoolError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ThreadPoolBuilder {
+    threads: Option<usize>,
+    spin: Duration,
+    stack_size: Option<usize>,
+    name_prefix: String,
+}
+
+impl Default for ThreadPoolBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ThreadPoolBuilder {
+    /// Default settings: [`default_threads()`] shares,
+    /// [`DEFAULT_SPIN_TIME`], the platform's default stack size.
+    pub fn new() -> Self {
+        Self {
+            threads: None,
+            spin: DEFAULT_SPIN_TIME,
+            stack_size: None,
+            name_prefix: "inferno-pool-".to_owned(),
+        }
+    }
+
+    /// Number of shares per dispatch (worker threads + the caller).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// How long a worker keeps spinning after its last job before it parks.
+    /// `Duration::ZERO` parks at once (every dispatch then pays a wake-up).
+    pub fn spin_time(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// Stack size of the worker threads, in bytes.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Worker threads are named `{prefix}{id}`.
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.name_prefix = prefix.into();
+        self
+    }
+
+    /// Starts the pool.
+    ///
+    /// # Errors
+    ///
+    /// As [`ThreadPool::new`].
+    pub fn build(self) -> Result<ThreadPool, PoolError> {
+        let threads = self.threads.unwrap_or_else(default_threads);
+        RawPool::spawn(PoolConfig {
+            threads,
+            spin: self.spin,
+            stack_size: self.stack_size,
+            name_prefix: self.name_prefix,
+        })
+        .map(|raw| ThreadPool { raw })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_small_cases() {
+        assert_eq!(split(0, 0, 1), 0..0);
+        assert_eq!(split(3, 4, 5), 3..3);
+        assert_eq!(split(7, 0, 2), 0..4);
+        assert_eq!(split(7, 1, 2), 4..7);
+        assert_eq!(split(usize::MAX, 1, 2), usize::MAX / 2 + 1..usize::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn split_rejects_bad_id() {
+        let _ = split(10, 2, 2);
+    }
+
+    #[test]
+    fn zero_threads_is_an_error() {
+        assert!(matches!(ThreadPool::new(0), Err(PoolError::ZeroThreads)));
+    }
+}

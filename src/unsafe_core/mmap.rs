@@ -1,0 +1,1 @@
+//! Memory-mapping a model file (filled in with the GGUF reader).
