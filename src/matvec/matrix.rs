@@ -1,0 +1,281 @@
+//! Borrowed, shape-checked views of weight matrices, and their errors.
+
+use thiserror::Error;
+
+use crate::quant::{BlockQ8_0, QK8_0};
+
+/// Why a matrix view or a product was rejected.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ShapeError {
+    /// Q8_0 rows hold whole blocks of 32 weights.
+    #[error("{cols} columns is not a multiple of the Q8_0 block size 32")]
+    ColsNotBlockMultiple {
+        /// The rejected column count.
+        cols: usize,
+    },
+    /// The storage does not hold exactly `rows x cols` weights.
+    #[error("a {rows}x{cols} matrix needs {expected} elements, {got} given")]
+    Storage {
+        /// Declared rows.
+        rows: usize,
+        /// Declared columns.
+        cols: usize,
+        /// Elements (blocks for Q8_0, values for f32) the shape needs.
+        expected: usize,
+        /// Elements given.
+        got: usize,
+    },
+    /// `rows x cols` does not fit in `usize`.
+    #[error("a {rows}x{cols} matrix is too large to address")]
+    TooLarge {
+        /// Declared rows.
+        rows: usize,
+        /// Declared columns.
+        cols: usize,
+    },
+    /// A byte slice is not a whole number of 34-byte Q8_0 blocks.
+    #[error("{len} bytes is not a whole number of 34-byte Q8_0 blocks")]
+    Bytes {
+        /// The rejected length.
+        len: usize,
+    },
+    /// The input vector (or each batch row) does not have `cols` values.
+    #[error("input has {got} values per row, the matrix has {expected} columns")]
+    InputLength {
+        /// The matrix's column count.
+        expected: usize,
+        /// The input's length.
+        got: usize,
+    },
+    /// The output slice does not have one value per row (per batch row).
+    #[error("output holds {got} values, {expected} needed")]
+    OutputLength {
+        /// Values the product writes.
+        expected: usize,
+        /// The output's length.
+        got: usize,
+    },
+}
+
+/// A row-major Q8_0 matrix of `rows x cols` weights borrowed from
+/// `rows * cols / 32` blocks (e.g. straight from a memory-mapped GGUF
+/// tensor), validated once at construction.
+///
+/// ```
+/// use inferno_cpu::matvec::Q8Matrix;
+/// use inferno_cpu::BlockQ8_0;
+/// let blocks = vec![BlockQ8_0::default(); 3 * 2];
+/// let w = Q8Matrix::new(&blocks, 3, 64)?;
+/// assert_eq!((w.rows(), w.cols(), w.row(2).len()), (3, 64, 2));
+/// assert!(Q8Matrix::new(&blocks, 3, 48).is_err());
+/// # Ok::<(), inferno_cpu::matvec::ShapeError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Q8Matrix<'a> {
+    blocks: &'a [BlockQ8_0],
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> Q8Matrix<'a> {
+    /// Views `blocks` as a `rows x cols` matrix.
+    ///
+    /// # Errors
+    ///
+    /// [`ShapeError::ColsNotBlockMultiple`] if `cols % 32 != 0`;
+    /// [`ShapeError::TooLarge`] if the block count overflows;
+    /// [`ShapeError::Storage`] if `blocks.len() != rows * cols / 32`.
+    pub fn new(blocks: &'a [BlockQ8_0], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        if !cols.is_multiple_of(QK8_0) {
+            return Err(ShapeError::ColsNotBlockMultiple { cols });
+        }
+        let expected = rows
+            .checked_mul(cols / QK8_0)
+            .ok_or(ShapeError::TooLarge { rows, cols })?;
+        if blocks.len() != expected {
+            return Err(ShapeError::Storage {
+                rows,
+                cols,
+                expected,
+                got: blocks.len(),
+            });
+        }
+        Ok(Self { blocks, rows, cols })
+    }
+
+    /// Views raw GGUF tensor bytes (any alignment) as a `rows x cols`
+    /// matrix, without copying.
+    ///
+    /// # Errors
+    ///
+    /// [`ShapeError::Bytes`] if `bytes.len() % 34 != 0`, then as
+    /// [`new`](Self::new).
+    pub fn from_bytes(bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        let blocks: &[BlockQ8_0] =
+            bytemuck::try_cast_slice(bytes).map_err(|_| ShapeError::Bytes { len: bytes.len() })?;
+        Self::new(blocks, rows, cols)
+    }
+
+    /// Number of rows (outputs of a matvec).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (inputs of a matvec), a multiple of 32.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Blocks per row (`cols / 32`).
+    pub fn blocks_per_row(&self) -> usize {
+        self.cols / QK8_0
+    }
+
+    /// All blocks, row after row.
+    pub fn blocks(&self) -> &'a [BlockQ8_0] {
+        self.blocks
+    }
+
+    /// The blocks of row `r`.
+    ///
+    /// # Panics
+    ///
+    /// If `r >= self.rows()`.
+    pub fn row(&self, r: usize) -> &'a [BlockQ8_0] {
+        assert!(r < self.rows, "row {r} out of range for {} rows", self.rows);
+        let nb = self.blocks_per_row();
+        &self.blocks[r * nb..(r + 1) * nb]
+    }
+
+    /// The blocks of rows `range` (for kernels that run a row range).
+    pub(crate) fn rows_blocks(&self, range: std::ops::Range<usize>) -> &'a [BlockQ8_0] {
+        let nb = self.blocks_per_row();
+        &self.blocks[range.start * nb..range.end * nb]
+    }
+
+    /// Size of the weights in bytes (what a matvec streams from memory).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.blocks)
+    }
+}
+
+/// A row-major f32 matrix of `rows x cols` values borrowed from a slice,
+/// validated once at construction.
+///
+/// ```
+/// use inferno_cpu::matvec::F32Matrix;
+/// let data = vec![1.0f32; 3 * 5];
+/// let w = F32Matrix::new(&data, 3, 5)?;
+/// assert_eq!(w.row(1), &[1.0; 5]);
+/// # Ok::<(), inferno_cpu::matvec::ShapeError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct F32Matrix<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> F32Matrix<'a> {
+    /// Views `data` as a `rows x cols` matrix.
+    ///
+    /// # Errors
+    ///
+    /// [`ShapeError::TooLarge`] if `rows * cols` overflows;
+    /// [`ShapeError::Storage`] if `data.len() != rows * cols`.
+    pub fn new(data: &'a [f32], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        let expected = rows
+            .checked_mul(cols)
+            .ok_or(ShapeError::TooLarge { rows, cols })?;
+        if data.len() != expected {
+            return Err(ShapeError::Storage {
+                rows,
+                cols,
+                expected,
+                got: data.len(),
+            });
+        }
+        Ok(Self { data, rows, cols })
+    }
+
+    /// Number of rows (outputs of a matvec).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (inputs of a matvec).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// All values, row after row.
+    pub fn data(&self) -> &'a [f32] {
+        self.data
+    }
+
+    /// Row `r`.
+    ///
+    /// # Panics
+    ///
+    /// If `r >= self.rows()`.
+    pub fn row(&self, r: usize) -> &'a [f32] {
+        assert!(r < self.rows, "row {r} out of range for {} rows", self.rows);
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// The values of rows `range`.
+    pub(crate) fn rows_data(&self, range: std::ops::Range<usize>) -> &'a [f32] {
+        &self.data[range.start * self.cols..range.end * self.cols]
+    }
+
+    /// Size of the weights in bytes.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_shapes() {
+        let blocks = vec![BlockQ8_0::default(); 4];
+        assert_eq!(
+            Q8Matrix::new(&blocks, 2, 48).unwrap_err(),
+            ShapeError::ColsNotBlockMultiple { cols: 48 }
+        );
+        assert_eq!(
+            Q8Matrix::new(&blocks, 3, 64).unwrap_err(),
+            ShapeError::Storage {
+                rows: 3,
+                cols: 64,
+                expected: 6,
+                got: 4
+            }
+        );
+        assert_eq!(
+            Q8Matrix::new(&blocks, usize::MAX, 64).unwrap_err(),
+            ShapeError::TooLarge {
+                rows: usize::MAX,
+                cols: 64
+            }
+        );
+        assert_eq!(
+            Q8Matrix::from_bytes(&[0u8; 35], 1, 32).unwrap_err(),
+            ShapeError::Bytes { len: 35 }
+        );
+        let m = Q8Matrix::from_bytes(&[0u8; 3 * 34 + 1][1..], 1, 96).unwrap();
+        assert_eq!((m.rows(), m.bytes()), (1, 102));
+        assert_eq!(
+            F32Matrix::new(&[0.0; 5], 2, 3).unwrap_err(),
+            ShapeError::Storage {
+                rows: 2,
+                cols: 3,
+                expected: 6,
+                got: 5
+            }
+        );
+        assert!(F32Matrix::new(&[], 0, usize::MAX).is_ok());
+    }
+}

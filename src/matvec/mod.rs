@@ -1,0 +1,90 @@
+//! Matrix-vector and matrix-matrix products over Q8_0 and f32 weights.
+//!
+//! Decode is a chain of matrix-vector products whose speed is set by how
+//! fast the weights stream from memory. Every entry point here computes
+//! each output row as one whole dot product, by one thread, with the
+//! kernel [`Kernel::selected`](crate::quant::Kernel::selected) picked once
+//! per process; so the single-core, pooled and rayon variants return the
+//! same bytes at any thread count, and a batch row of a matmul equals the
+//! matvec of that row.
+//!
+//! | entry point | threads | meant for |
+//! |---|---|---|
+//! | [`matvec_q8_0`], [`matvec_f32`] | caller only | the reference; tiny matrices |
+//! | [`matvec_q8_0_pool`], [`matvec_f32_pool`] | a [`ThreadPool`](crate::ThreadPool) | decode |
+//! | [`matvec_q8_0_pool_dynamic`] | a pool, chunks from an atomic cursor | busy or uneven cores |
+//! | [`matvec_q8_0_rayon`], [`matvec_f32_rayon`] | rayon's global pool | comparison only |
+//! | [`matmul_q8_0`] | caller only | 2-3 activation rows |
+//! | [`matmul_q8_0_rayon`] | rayon, from [`MATMUL_PAR_MIN_ROWS`] rows | prefill |
+//!
+//! The pooled matvec splits rows statically with [`split`](crate::split)
+//! (one contiguous range per thread, written straight into `out`). Against
+//! the atomic-cursor variant the static split was as fast or faster on
+//! every decode shape on an idle machine (see `benches/matvec.rs`), so it
+//! is the default; the dynamic one is kept for machines whose cores are
+//! shared or of unequal speed.
+//!
+//! The activation is quantized by the caller, once, into a reusable
+//! [`QuantizedVector`]; several matvecs sharing an input (q, k and v) can
+//! share it, and nothing here allocates per call except the rayon matmul's
+//! task list.
+//!
+//! ```
+//! use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, Q8Matrix};
+//! use inferno_cpu::quant::{quantize_row_q8_0, QuantizedVector};
+//! use inferno_cpu::ThreadPool;
+//!
+//! let (rows, cols) = (8, 64);
+//! let weights: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0).collect();
+//! let blocks = quantize_row_q8_0(&weights)?;
+//! let w = Q8Matrix::new(&blocks, rows, cols)?;
+//!
+//! let mut x = QuantizedVector::new();
+//! x.quantize_from(&vec![0.5f32; cols])?;
+//!
+//! let mut single = vec![0.0; rows];
+//! matvec_q8_0(&w, &x, &mut single)?;
+//! let pool = ThreadPool::new(3)?;
+//! let mut pooled = vec![0.0; rows];
+//! matvec_q8_0_pool(&pool, &w, &x, &mut pooled)?;
+//! assert_eq!(single, pooled); // bit for bit
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod f32;
+mod matrix;
+mod q8;
+
+pub use self::f32::{matvec_f32, matvec_f32_pool, matvec_f32_rayon};
+pub use matrix::{F32Matrix, Q8Matrix, ShapeError};
+pub use q8::{
+    matmul_q8_0, matmul_q8_0_rayon, matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_pool_dynamic,
+    matvec_q8_0_rayon, MATMUL_PAR_MIN_ROWS,
+};
+
+/// `Ok` if `got == expected`, else the error `make` builds.
+fn expect_len(
+    expected: usize,
+    got: usize,
+    make: fn(usize, usize) -> ShapeError,
+) -> Result<(), ShapeError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(make(expected, got))
+    }
+}
+
+fn input_len(expected: usize, got: usize) -> ShapeError {
+    ShapeError::InputLength { expected, got }
+}
+
+fn output_len(expected: usize, got: usize) -> ShapeError {
+    ShapeError::OutputLength { expected, got }
+}
+
+/// Rows per rayon task for `rows` rows over rayon's current thread count:
+/// one contiguous range per thread, as the pool's static split.
+fn rayon_chunk(rows: usize) -> usize {
+    rows.div_ceil(rayon::current_num_threads()).max(1)
+}

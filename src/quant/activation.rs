@@ -1,0 +1,242 @@
+//! Activations quantized to Q8_0 once per matvec, in reusable buffers.
+//!
+//! A matvec reads each weight once but the activation once per row, so the
+//! activation is quantized up front into a layout built for the kernels:
+//! each block keeps its 32 `i8` values aligned for vector loads, its scale
+//! already widened to f32, and the per-lane sums the VNNI kernels need to
+//! correct their unsigned-by-signed product. The values are exactly GGML's
+//! Q8_0 quantization of the input ([`QuantizedVector::to_blocks`] returns
+//! them as [`BlockQ8_0`]).
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::block::{BlockQ8_0, QK8_0};
+use super::quantize::{blocks_for, quantize_block_q8_0, QuantError};
+
+/// One quantized activation block, laid out for the kernels.
+///
+/// Invariant (relied on by the AVX2 kernel's sign trick): every `qs` value
+/// lies in `-127..=127`, which [`quantize_block_q8_0`] guarantees.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(32))]
+pub(crate) struct ActBlock {
+    /// The 32 quantized values.
+    pub(crate) qs: [i8; QK8_0],
+    /// `-128 * (qs[4j] + qs[4j+1] + qs[4j+2] + qs[4j+3])` for lane `j`: what
+    /// the VNNI kernels add to `sum((w + 128) * x)` per 4-byte lane to get
+    /// `sum(w * x)` exactly.
+    pub(crate) neg_bias: [i32; 8],
+    /// The block's f16 scale, widened (exactly) to f32.
+    pub(crate) d: f32,
+    _pad: [u8; 28],
+}
+
+const _: () = assert!(core::mem::size_of::<ActBlock>() == 96);
+
+impl ActBlock {
+    fn new(d: f16, qs: [i8; QK8_0]) -> Self {
+        let mut neg_bias = [0i32; 8];
+        let (lanes, _) = qs.as_chunks::<4>();
+        for (b, lane) in neg_bias.iter_mut().zip(lanes) {
+            *b = -128 * lane.iter().map(|&q| i32::from(q)).sum::<i32>();
+        }
+        Self {
+            qs,
+            neg_bias,
+            d: d.to_f32(),
+            _pad: [0; 28],
+        }
+    }
+
+    /// The block as GGML stores it (the f32 scale narrows back exactly).
+    fn to_block(self) -> BlockQ8_0 {
+        BlockQ8_0::new(f16::from_f32(self.d), self.qs)
+    }
+}
+
+/// Fills `blocks` (reusing its allocation) with the quantized `x`.
+fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32]) {
+    let (chunks, rest) = x.as_chunks::<QK8_0>();
+    debug_assert!(rest.is_empty(), "length checked by the caller");
+    blocks.clear();
+    blocks.extend(chunks.iter().map(|c| {
+        let (d, qs) = quantize_block_q8_0(c);
+        ActBlock::new(d, qs)
+    }));
+}
+
+/// An activation vector quantized to Q8_0, reused across matvecs.
+///
+/// [`quantize_from`](Self::quantize_from) overwrites the contents and keeps
+/// the allocation, so a decode loop that quantizes into the same vector
+/// allocates only on the first call (or when the length grows).
+///
+/// ```
+/// use inferno_cpu::quant::QuantizedVector;
+/// let mut xq = QuantizedVector::new();
+/// xq.quantize_from(&[0.5f32; 64])?;
+/// assert_eq!(xq.cols(), 64);
+/// assert_eq!(xq.to_blocks()[1].qs[0], 127);
+/// # Ok::<(), inferno_cpu::quant::QuantError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct QuantizedVector {
+    blocks: Vec<ActBlock>,
+}
+
+impl QuantizedVector {
+    /// An empty vector (zero columns).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty vector with room for `cols` values without reallocating.
+    pub fn with_capacity(cols: usize) -> Self {
+        Self {
+            blocks: Vec::with_capacity(cols.div_ceil(QK8_0)),
+        }
+    }
+
+    /// Quantizes `x` into this vector, replacing its contents.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of
+    /// 32; the vector is left unchanged.
+    pub fn quantize_from(&mut self, x: &[f32]) -> Result<(), QuantError> {
+        blocks_for(x.len())?;
+        quantize_into(&mut self.blocks, x);
+        Ok(())
+    }
+
+    /// Number of values (a multiple of 32).
+    pub fn cols(&self) -> usize {
+        self.blocks.len() * QK8_0
+    }
+
+    /// The quantized values as GGML Q8_0 blocks, identical to
+    /// [`quantize_row_q8_0`](super::quantize_row_q8_0) of the input.
+    pub fn to_blocks(&self) -> Vec<BlockQ8_0> {
+        self.blocks.iter().map(|b| b.to_block()).collect()
+    }
+
+    pub(crate) fn act(&self) -> &[ActBlock] {
+        &self.blocks
+    }
+}
+
+/// Several activation rows (a prefill batch) quantized to Q8_0, reused
+/// across matmuls.
+///
+/// ```
+/// use inferno_cpu::quant::QuantizedBatch;
+/// let mut xs = QuantizedBatch::new();
+/// xs.quantize_from(&[0.25f32; 4 * 64], 64)?; // 4 rows of 64
+/// assert_eq!((xs.rows(), xs.cols()), (4, 64));
+/// # Ok::<(), inferno_cpu::quant::QuantError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct QuantizedBatch {
+    blocks: Vec<ActBlock>,
+    rows: usize,
+    cols: usize,
+}
+
+impl QuantizedBatch {
+    /// An empty batch (zero rows).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Quantizes the row-major `x` (rows of `cols` values each) into this
+    /// batch, replacing its contents.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError::LengthNotMultiple`] if `cols` is not a multiple of 32;
+    /// [`QuantError::BatchShape`] if `cols == 0` or `x.len()` is not a
+    /// multiple of `cols`. The batch is left unchanged.
+    pub fn quantize_from(&mut self, x: &[f32], cols: usize) -> Result<(), QuantError> {
+        blocks_for(cols)?;
+        if cols == 0 || !x.len().is_multiple_of(cols) {
+            return Err(QuantError::BatchShape { len: x.len(), cols });
+        }
+        quantize_into(&mut self.blocks, x);
+        self.rows = x.len() / cols;
+        self.cols = cols;
+        Ok(())
+    }
+
+    /// Number of activation rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row (a multiple of 32).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Row `i` as GGML Q8_0 blocks.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= self.rows()`.
+    pub fn row_blocks(&self, i: usize) -> Vec<BlockQ8_0> {
+        self.act_row(i).iter().map(|b| b.to_block()).collect()
+    }
+
+    pub(crate) fn act_row(&self, i: usize) -> &[ActBlock] {
+        assert!(i < self.rows, "row {i} out of range for {} rows", self.rows);
+        let nb = self.cols / QK8_0;
+        &self.blocks[i * nb..(i + 1) * nb]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::quantize_row_q8_0;
+
+    #[test]
+    fn matches_row_quantizer_and_bias() {
+        let x: Vec<f32> = (0..96).map(|i| (i as f32 - 40.0) * 0.37).collect();
+        let mut xq = QuantizedVector::with_capacity(96);
+        xq.quantize_from(&x).unwrap();
+        assert_eq!(xq.to_blocks(), quantize_row_q8_0(&x).unwrap());
+        for b in xq.act() {
+            for (j, &nb) in b.neg_bias.iter().enumerate() {
+                let s: i32 = b.qs[4 * j..4 * j + 4].iter().map(|&q| i32::from(q)).sum();
+                assert_eq!(nb, -128 * s);
+            }
+        }
+    }
+
+    #[test]
+    fn reuses_allocation_and_rejects_bad_lengths() {
+        let mut xq = QuantizedVector::with_capacity(64);
+        xq.quantize_from(&[1.0; 64]).unwrap();
+        let ptr = xq.act().as_ptr();
+        xq.quantize_from(&[2.0; 32]).unwrap();
+        assert_eq!(xq.act().as_ptr(), ptr);
+        assert_eq!(xq.cols(), 32);
+        assert_eq!(
+            xq.quantize_from(&[1.0; 31]),
+            Err(QuantError::LengthNotMultiple { len: 31 })
+        );
+        assert_eq!(xq.cols(), 32);
+
+        let mut xs = QuantizedBatch::new();
+        assert_eq!(
+            xs.quantize_from(&[1.0; 96], 64),
+            Err(QuantError::BatchShape { len: 96, cols: 64 })
+        );
+        assert_eq!(
+            xs.quantize_from(&[], 0),
+            Err(QuantError::BatchShape { len: 0, cols: 0 })
+        );
+        xs.quantize_from(&[1.0; 128], 64).unwrap();
+        assert_eq!(xs.row_blocks(1), quantize_row_q8_0(&[1.0; 64]).unwrap());
+    }
+}

@@ -1,0 +1,3 @@
+//! aarch64 kernels: NEON.
+
+pub(crate) mod neon;

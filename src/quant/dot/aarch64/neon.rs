@@ -1,0 +1,123 @@
+//! aarch64 NEON kernels.
+//!
+//! Per Q8_0 block they widen-multiply the 32 byte pairs (`smull`, `smull2`)
+//! and pairwise-accumulate the `i16` products into four exact `i32` lanes
+//! (`saddlp`, `sadalp`). The lanes are converted to f32 and
+//! fused-multiply-added with the block's `d_w * d_x`, two accumulators
+//! alternating between even and odd blocks, and one horizontal sum ends the
+//! row.
+//!
+//! The dot-product extension's `sdot` would do the integer part in two
+//! instructions, but its intrinsics (`vdotq_s32`) are not stable Rust yet;
+//! the widening multiplies keep up with memory bandwidth on one core.
+//!
+//! NEON is baseline on aarch64, yet Rust still requires `#[target_feature]`
+//! on the functions that use its intrinsics and an `unsafe` call into them,
+//! made by `unsafe_core::simd::NeonToken`. Vectors are loaded from the
+//! blocks by value with `bytemuck::cast`.
+
+use core::arch::aarch64::*;
+
+use crate::quant::activation::ActBlock;
+use crate::quant::block::BlockQ8_0;
+use crate::quant::dot::scalar::for_rows;
+
+/// Four `i32` lanes whose sum is the block's exact integer dot product.
+#[inline]
+#[target_feature(enable = "neon")]
+fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> int32x4_t {
+    let [w0, w1]: [int8x16_t; 2] = bytemuck::cast(w.qs);
+    let [x0, x1]: [int8x16_t; 2] = bytemuck::cast(x.qs);
+    let p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
+    let p1 = vmull_high_s8(w0, x0);
+    let p2 = vmull_s8(vget_low_s8(w1), vget_low_s8(x1));
+    let p3 = vmull_high_s8(w1, x1);
+    let s = vpaddlq_s16(p0);
+    let s = vpadalq_s16(s, p1);
+    let s = vpadalq_s16(s, p2);
+    vpadalq_s16(s, p3)
+}
+
+/// Adds one block's term to the accumulator.
+#[inline]
+#[target_feature(enable = "neon")]
+fn block_fma(acc: float32x4_t, w: &BlockQ8_0, x: &ActBlock) -> float32x4_t {
+    let d = vdupq_n_f32(w.scale().to_f32() * x.d);
+    vfmaq_f32(acc, vcvtq_f32_s32(block_lanes(w, x)), d)
+}
+
+/// Dot product of a Q8_0 weight row with a quantized activation.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_q8: block counts differ");
+    let (w2, w_rest) = w.as_chunks::<2>();
+    let (x2, x_rest) = x.as_chunks::<2>();
+    let mut acc0 = vdupq_n_f32(0.0);
+    let mut acc1 = vdupq_n_f32(0.0);
+    for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
+        acc0 = block_fma(acc0, wa, xa);
+        acc1 = block_fma(acc1, wb, xb);
+    }
+    if let ([wl], [xl]) = (w_rest, x_rest) {
+        acc0 = block_fma(acc0, wl, xl);
+    }
+    vaddvq_f32(vaddq_f32(acc0, acc1))
+}
+
+/// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
+///
+/// # Panics
+///
+/// If `x.len() != nb` or `w.len() != nb * out.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+    for_rows(w, nb, x.len(), out, |row| dot_q8(row, x));
+}
+
+/// Dot product of two f32 slices: four 4-lane FMA accumulators over
+/// 16-element steps, then 4-element steps into the first, a horizontal
+/// sum, and the last `len % 4` products added left to right.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_f32: lengths differ");
+    let (w16, w_rest) = w.as_chunks::<16>();
+    let (x16, x_rest) = x.as_chunks::<16>();
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    for (wc, xc) in w16.iter().zip(x16) {
+        let wv: [float32x4_t; 4] = bytemuck::cast(*wc);
+        let xv: [float32x4_t; 4] = bytemuck::cast(*xc);
+        for i in 0..4 {
+            acc[i] = vfmaq_f32(acc[i], wv[i], xv[i]);
+        }
+    }
+    let (w4, w_tail) = w_rest.as_chunks::<4>();
+    let (x4, x_tail) = x_rest.as_chunks::<4>();
+    for (wc, xc) in w4.iter().zip(x4) {
+        let wv: float32x4_t = bytemuck::cast(*wc);
+        let xv: float32x4_t = bytemuck::cast(*xc);
+        acc[0] = vfmaq_f32(acc[0], wv, xv);
+    }
+    let sum = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+    w_tail
+        .iter()
+        .zip(x_tail)
+        .fold(vaddvq_f32(sum), |s, (&a, &b)| s + a * b)
+}
+
+/// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
+///
+/// # Panics
+///
+/// If `x.len() != cols` or `w.len() != cols * out.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn matvec_f32(w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
+    for_rows(w, cols, x.len(), out, |row| dot_f32(row, x));
+}

@@ -1,0 +1,361 @@
+//! Dot-product kernels, one per instruction set, chosen once at run time.
+//!
+//! | [`Kernel`] | where | integer part per block |
+//! |---|---|---|
+//! | `Scalar` | everywhere | 32 `i32` multiply-adds |
+//! | `Avx2` | x86_64 with AVX2, FMA, F16C | `vpsignb`, `vpmaddubsw`, `vpmaddwd` |
+//! | `Avx512Vnni` | x86_64 with AVX-512 F/VL/VNNI too | one 256-bit `vpdpbusd` |
+//! | `Neon` | aarch64 | `smull`, `sadalp` |
+//!
+//! [`Kernel::selected`] detects the best kernel the CPU supports on first
+//! use and caches it; setting the environment variable
+//! [`FORCE_SCALAR_ENV`] (`INFERNO_FORCE_SCALAR=1`) before that first use
+//! selects the scalar kernel instead, e.g. to compare against it or to
+//! test the portable path on a machine with SIMD.
+//!
+//! # How far a SIMD result may be from the scalar one
+//!
+//! All kernels compute each block's integer dot product `isum_b` exactly,
+//! and `d_w * d_x` exactly (two f16 values widened to f32 multiply without
+//! rounding). They differ only in how the f32 terms are combined: the
+//! scalar kernel adds `t_b = (d_w * d_x) * isum_b` to one accumulator in
+//! block order; the SIMD kernels split each `isum_b` into 8 (x86) or 4
+//! (NEON) exact integer lanes and fuse-multiply-add `d_w * d_x * lane`
+//! into several lane accumulators before a final horizontal sum.
+//!
+//! Each result is a sum of the `nb` blocks' terms (or their lane parts),
+//! computed by a tree of at most `nb + 6` rounded operations deep per term,
+//! so by the standard bound for floating-point summation each result is
+//! within `gamma(nb + 6) * S` of the exact sum, where
+//! `gamma(n) = n * u / (1 - n * u)`, `u = 2^-24`, and
+//! `S = sum_b |d_w * d_x| * sum_j |w_j * x_j|` bounds the sum of the
+//! magnitudes of every term and lane part. Hence
+//!
+//! `|simd - scalar| <= 2 * gamma(nb + 6) * S`,
+//!
+//! which [`q8_0_error_bound`] computes and the test suite checks for every
+//! kernel. The same argument gives `2 * gamma(len + 6) * sum |w_i * x_i|`
+//! for the f32 kernels ([`f32_error_bound`]). `Avx2` and `Avx512Vnni`
+//! produce identical lanes and combine them identically, so they agree bit
+//! for bit.
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
+pub(crate) mod scalar;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_64;
+
+use std::sync::OnceLock;
+
+use thiserror::Error;
+
+use super::activation::{ActBlock, QuantizedVector};
+use super::block::{BlockQ8_0, QK8_0};
+use crate::matvec::ShapeError;
+#[cfg(target_arch = "aarch64")]
+use crate::unsafe_core::simd::NeonToken;
+#[cfg(target_arch = "x86_64")]
+use crate::unsafe_core::simd::{Avx2Token, Avx512VnniToken};
+
+/// Environment variable that, set to `1` before the first kernel use,
+/// makes [`Kernel::selected`] return [`Kernel::Scalar`].
+pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
+
+/// An instruction set the dot kernels are written for.
+///
+/// Every variant exists on every target so code and tests can name them;
+/// [`is_available`](Self::is_available) says whether this CPU runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kernel {
+    /// Portable Rust; the reference every other kernel is tested against.
+    Scalar,
+    /// x86_64 AVX2 with FMA and F16C.
+    Avx2,
+    /// x86_64 AVX-512 VNNI (256-bit forms, with AVX-512 VL).
+    Avx512Vnni,
+    /// aarch64 NEON.
+    Neon,
+}
+
+/// Why an explicit-kernel call was rejected.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum KernelError {
+    /// This CPU (or target) lacks the kernel's instruction set.
+    #[error("the {0:?} kernel is not available on this CPU")]
+    Unavailable(Kernel),
+    /// The operands' shapes do not match.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+}
+
+impl Kernel {
+    /// Every kernel, fastest first within each architecture.
+    pub const ALL: [Kernel; 4] = [
+        Kernel::Avx512Vnni,
+        Kernel::Avx2,
+        Kernel::Neon,
+        Kernel::Scalar,
+    ];
+
+    /// Whether this CPU can run the kernel.
+    pub fn is_available(self) -> bool {
+        self.dispatch().is_some()
+    }
+
+    /// The fastest kernel this CPU runs, ignoring [`FORCE_SCALAR_ENV`].
+    pub fn best_available() -> Kernel {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.is_available())
+            .unwrap_or(Kernel::Scalar)
+    }
+
+    /// The kernel every matvec of this crate uses: detected on first call
+    /// and cached for the life of the process. [`Kernel::Scalar`] if
+    /// [`FORCE_SCALAR_ENV`] was `1` at that first call.
+    pub fn selected() -> Kernel {
+        selected().0
+    }
+
+    /// Dot product of a Q8_0 weight row with a quantized activation, with
+    /// this kernel.
+    ///
+    /// ```
+    /// use inferno_cpu::quant::{quantize_row_q8_0, Kernel, QuantizedVector};
+    /// let w = quantize_row_q8_0(&[0.5f32; 64])?;
+    /// let mut x = QuantizedVector::new();
+    /// x.quantize_from(&[2.0f32; 64])?;
+    /// let dot = Kernel::Scalar.dot_q8_0(&w, &x)?;
+    /// assert!((dot - 64.0).abs() < 0.1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x.cols() / 32` blocks.
+    pub fn dot_q8_0(self, w: &[BlockQ8_0], x: &QuantizedVector) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        if w.len() * QK8_0 != x.cols() {
+            return Err(ShapeError::InputLength {
+                expected: w.len() * QK8_0,
+                got: x.cols(),
+            }
+            .into());
+        }
+        Ok(k.dot_q8(w, x.act()))
+    }
+
+    /// Dot product of two f32 slices, with this kernel (the f32 part of
+    /// `Avx512Vnni` is that of `Avx2`).
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if the lengths differ.
+    pub fn dot_f32(self, w: &[f32], x: &[f32]) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        if w.len() != x.len() {
+            return Err(ShapeError::InputLength {
+                expected: w.len(),
+                got: x.len(),
+            }
+            .into());
+        }
+        Ok(k.dot_f32(w, x))
+    }
+
+    /// The callable form of the kernel, if the CPU runs it.
+    pub(crate) fn dispatch(self) -> Option<Dispatch> {
+        match self {
+            Kernel::Scalar => Some(Dispatch::Scalar),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => Avx2Token::new().map(Dispatch::Avx2),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => Avx512VnniToken::new().map(Dispatch::Avx512Vnni),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => NeonToken::new().map(Dispatch::Neon),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+
+/// The cached choice of [`Kernel::selected`], with its callable form.
+pub(crate) fn selected() -> (Kernel, Dispatch) {
+    static SELECTED: OnceLock<(Kernel, Dispatch)> = OnceLock::new();
+    *SELECTED.get_or_init(|| {
+        let forced = std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v == "1");
+        let kernel = if forced {
+            Kernel::Scalar
+        } else {
+            Kernel::best_available()
+        };
+        // `best_available` only returns kernels whose dispatch exists.
+        let dispatch = kernel.dispatch().unwrap_or(Dispatch::Scalar);
+        (kernel, dispatch)
+    })
+}
+
+/// A kernel together with the proof (a feature token) that it may run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Dispatch {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2Token),
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni(Avx512VnniToken),
+    #[cfg(target_arch = "aarch64")]
+    Neon(NeonToken),
+}
+
+impl Dispatch {
+    /// See `scalar::dot_q8`.
+    #[inline]
+    pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+        match self {
+            Dispatch::Scalar => scalar::dot_q8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q8(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q8(w, x),
+        }
+    }
+
+    /// See `scalar::matvec_q8`; every row gets exactly `dot_q8`'s result.
+    #[inline]
+    pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+        match self {
+            Dispatch::Scalar => scalar::matvec_q8(w, nb, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.matvec_q8(w, nb, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.matvec_q8(w, nb, x, out),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
+        }
+    }
+
+    /// See `scalar::dot_f32`.
+    #[inline]
+    pub(crate) fn dot_f32(self, w: &[f32], x: &[f32]) -> f32 {
+        match self {
+            Dispatch::Scalar => scalar::dot_f32(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_f32(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_f32(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_f32(w, x),
+        }
+    }
+
+    /// See `scalar::matvec_f32`; every row gets exactly `dot_f32`'s result.
+    #[inline]
+    pub(crate) fn matvec_f32(self, w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
+        match self {
+            Dispatch::Scalar => scalar::matvec_f32(w, cols, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.matvec_f32(w, cols, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().matvec_f32(w, cols, x, out),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.matvec_f32(w, cols, x, out),
+        }
+    }
+}
+
+/// `gamma(n) = n u / (1 - n u)` with `u = 2^-24`, the relative error bound
+/// of an `n`-deep chain of rounded f32 operations (infinite once `n u >= 1`).
+fn gamma(n: usize) -> f64 {
+    let nu = n as f64 * f64::from(f32::EPSILON) / 2.0;
+    if nu >= 1.0 {
+        f64::INFINITY
+    } else {
+        nu / (1.0 - nu)
+    }
+}
+
+/// The largest difference allowed between two kernels' [`Kernel::dot_q8_0`]
+/// results for these operands (see the [module documentation](self)).
+///
+/// # Panics
+///
+/// If `w` does not hold `x.cols() / 32` blocks.
+pub fn q8_0_error_bound(w: &[BlockQ8_0], x: &QuantizedVector) -> f64 {
+    let x = x.act();
+    assert_eq!(w.len(), x.len(), "q8_0_error_bound: block counts differ");
+    let s: f64 = w
+        .iter()
+        .zip(x)
+        .map(|(wb, xb)| {
+            let d = f64::from(wb.scale().to_f32()) * f64::from(xb.d);
+            let abs: i64 = wb
+                .qs
+                .iter()
+                .zip(&xb.qs)
+                .map(|(&a, &b)| i64::from(a).abs() * i64::from(b).abs())
+                .sum();
+            d.abs() * abs as f64
+        })
+        .sum();
+    2.0 * gamma(w.len() + 6) * s
+}
+
+/// The largest difference allowed between two kernels' [`Kernel::dot_f32`]
+/// results for these operands: `2 * gamma(len + 6) * sum |w_i * x_i|`.
+///
+/// # Panics
+///
+/// If the lengths differ.
+pub fn f32_error_bound(w: &[f32], x: &[f32]) -> f64 {
+    assert_eq!(w.len(), x.len(), "f32_error_bound: lengths differ");
+    let s: f64 = w
+        .iter()
+        .zip(x)
+        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+        .sum();
+    2.0 * gamma(w.len() + 6) * s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_is_always_available_and_selection_is_stable() {
+        assert!(Kernel::Scalar.is_available());
+        let first = Kernel::selected();
+        assert!(first.is_available());
+        assert_eq!(Kernel::selected(), first);
+    }
+
+    #[test]
+    fn unavailable_or_mismatched_calls_are_errors() {
+        let mut x = QuantizedVector::new();
+        x.quantize_from(&[1.0; 64]).unwrap();
+        let w = [BlockQ8_0::default(); 1];
+        assert_eq!(
+            Kernel::Scalar.dot_q8_0(&w, &x),
+            Err(KernelError::Shape(ShapeError::InputLength {
+                expected: 32,
+                got: 64
+            }))
+        );
+        for k in Kernel::ALL {
+            if !k.is_available() {
+                assert_eq!(k.dot_f32(&[], &[]), Err(KernelError::Unavailable(k)));
+            }
+        }
+    }
+
+    #[test]
+    fn gamma_grows_and_saturates() {
+        assert!(gamma(1) > 0.0 && gamma(1) < 1e-7);
+        assert!(gamma(100) > gamma(10));
+        assert_eq!(gamma(1 << 24), f64::INFINITY);
+    }
+}

@@ -1,0 +1,93 @@
+//! Portable reference kernels: the twins every SIMD kernel is tested against.
+//!
+//! Each block's integer dot product is exact in `i32`; the block's term
+//! `(d_w * d_x) * isum` is then added to one f32 accumulator in block order,
+//! as GGML's scalar `ggml_vec_dot_q8_0_q8_0` does.
+
+use crate::quant::activation::ActBlock;
+use crate::quant::block::BlockQ8_0;
+
+/// Exact integer dot product of one weight block and one activation block.
+#[inline(always)]
+pub(crate) fn block_isum(w: &BlockQ8_0, x: &ActBlock) -> i32 {
+    w.qs.iter()
+        .zip(&x.qs)
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum()
+}
+
+/// Dot product of a Q8_0 weight row with a quantized activation.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_q8: block counts differ");
+    let mut acc = 0.0f32;
+    for (wb, xb) in w.iter().zip(x) {
+        // d_w * d_x is exact in f32 (two 11-bit significands), and so is
+        // isum as f32 (|isum| <= 32 * 128 * 127 < 2^24).
+        acc += wb.scale().to_f32() * xb.d * block_isum(wb, xb) as f32;
+    }
+    acc
+}
+
+/// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
+///
+/// # Panics
+///
+/// If `x.len() != nb` or `w.len() != nb * out.len()`.
+pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+    for_rows(w, nb, x.len(), out, |row| dot_q8(row, x));
+}
+
+/// Dot product of two f32 slices, accumulated left to right.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_f32: lengths differ");
+    w.iter().zip(x).fold(0.0, |acc, (&a, &b)| acc + a * b)
+}
+
+/// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
+///
+/// # Panics
+///
+/// If `x.len() != cols` or `w.len() != cols * out.len()`.
+pub(crate) fn matvec_f32(w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
+    for_rows(w, cols, x.len(), out, |row| dot_f32(row, x));
+}
+
+/// Runs `dot` on each of the `out.len()` rows of `w` (rows of `len`
+/// elements), after checking the shapes, so no `zip` ever truncates.
+///
+/// # Panics
+///
+/// If `x_len != len` or `w.len() != len * out.len()`.
+#[inline(always)]
+pub(crate) fn for_rows<T>(
+    w: &[T],
+    len: usize,
+    x_len: usize,
+    out: &mut [f32],
+    mut dot: impl FnMut(&[T]) -> f32,
+) {
+    assert_eq!(
+        x_len, len,
+        "matvec: activation length differs from row length"
+    );
+    assert_eq!(
+        Some(w.len()),
+        len.checked_mul(out.len()),
+        "matvec: weights do not hold out.len() rows"
+    );
+    if len == 0 {
+        out.fill(0.0);
+        return;
+    }
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(len)) {
+        *o = dot(row);
+    }
+}

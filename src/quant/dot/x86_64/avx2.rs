@@ -1,0 +1,137 @@
+//! AVX2 + FMA + F16C kernels.
+//!
+//! Per Q8_0 block: `vpsignb` moves the weight's sign onto the activation so
+//! `vpmaddubsw` can multiply `|w|` (unsigned) by `sign(w) * x` (signed) into
+//! 16 pairwise `i16` sums, and `vpmaddwd` by ones widens them to 8 `i32`
+//! lanes, lane `j` holding the exact sum of products of bytes `4j..4j+4`.
+//! Nothing saturates: `|w| <= 128` and `|x| <= 127` (the activation
+//! invariant), so a pair sums to at most `2 * 128 * 127 < 2^15`.
+//! The lanes are converted to f32 and fused-multiply-added with the block's
+//! `d_w * d_x` into eight running sums; two accumulators alternate between
+//! even and odd blocks to hide the FMA latency, and one horizontal sum ends
+//! the row.
+//!
+//! The kernels are safe `#[target_feature]` functions: only the call needs
+//! the CPU check, made by `unsafe_core::simd::Avx2Token`. Vectors are loaded
+//! from the blocks by value with `bytemuck::cast`, which compiles to plain
+//! unaligned vector loads.
+
+use core::arch::x86_64::*;
+
+use crate::quant::activation::ActBlock;
+use crate::quant::block::BlockQ8_0;
+use crate::quant::dot::scalar::for_rows;
+
+/// The f16 scale of a weight block, widened with `vcvtph2ps`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn scale(w: &BlockQ8_0) -> f32 {
+    let bits = i32::from(u16::from_le_bytes(w.d));
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
+}
+
+/// Sum of the eight lanes, in a fixed order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Eight `i32` lanes whose sum is the block's exact integer dot product.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> __m256i {
+    let qw: __m256i = bytemuck::cast(w.qs);
+    let qx: __m256i = bytemuck::cast(x.qs);
+    let abs_w = _mm256_sign_epi8(qw, qw);
+    let signed_x = _mm256_sign_epi8(qx, qw);
+    let pairs = _mm256_maddubs_epi16(abs_w, signed_x);
+    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+}
+
+/// Adds one block's term to the accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn block_fma(acc: __m256, w: &BlockQ8_0, x: &ActBlock) -> __m256 {
+    let d = _mm256_set1_ps(scale(w) * x.d);
+    _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_lanes(w, x)), acc)
+}
+
+/// Dot product of a Q8_0 weight row with a quantized activation.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_q8: block counts differ");
+    let (w2, w_rest) = w.as_chunks::<2>();
+    let (x2, x_rest) = x.as_chunks::<2>();
+    let mut acc0 = _mm256_setzero_ps();
+    let mut acc1 = _mm256_setzero_ps();
+    for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
+        acc0 = block_fma(acc0, wa, xa);
+        acc1 = block_fma(acc1, wb, xb);
+    }
+    if let ([wl], [xl]) = (w_rest, x_rest) {
+        acc0 = block_fma(acc0, wl, xl);
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
+///
+/// # Panics
+///
+/// If `x.len() != nb` or `w.len() != nb * out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+    for_rows(w, nb, x.len(), out, |row| dot_q8(row, x));
+}
+
+/// Dot product of two f32 slices: four 8-lane FMA accumulators over
+/// 32-element steps, then 8-element steps into the first, a fixed
+/// horizontal sum, and the last `len % 8` products added left to right.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_f32: lengths differ");
+    let (w32, w_rest) = w.as_chunks::<32>();
+    let (x32, x_rest) = x.as_chunks::<32>();
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (wc, xc) in w32.iter().zip(x32) {
+        let wv: [__m256; 4] = bytemuck::cast(*wc);
+        let xv: [__m256; 4] = bytemuck::cast(*xc);
+        for i in 0..4 {
+            acc[i] = _mm256_fmadd_ps(wv[i], xv[i], acc[i]);
+        }
+    }
+    let (w8, w_tail) = w_rest.as_chunks::<8>();
+    let (x8, x_tail) = x_rest.as_chunks::<8>();
+    for (wc, xc) in w8.iter().zip(x8) {
+        let wv: __m256 = bytemuck::cast(*wc);
+        let xv: __m256 = bytemuck::cast(*xc);
+        acc[0] = _mm256_fmadd_ps(wv, xv, acc[0]);
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    w_tail
+        .iter()
+        .zip(x_tail)
+        .fold(hsum(sum), |s, (&a, &b)| s + a * b)
+}
+
+/// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
+///
+/// # Panics
+///
+/// If `x.len() != cols` or `w.len() != cols * out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn matvec_f32(w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
+    for_rows(w, cols, x.len(), out, |row| dot_f32(row, x));
+}

@@ -1,0 +1,260 @@
+//! Q8_0 quantization and dequantization, bit-identical to GGML's reference.
+//!
+//! [`quantize_row_q8_0`] follows `quantize_row_q8_0_ref` of GGML
+//! (`ggml/src/ggml-quants.c`) step for step, so a row quantized here holds
+//! the same bytes as one quantized by llama.cpp or the `gguf` Python package:
+//!
+//! 1. `amax` is the running `MAX(amax, |x|)` over the block, with GGML's
+//!    macro `MAX(a, b) = a > b ? a : b` (this matters for NaN, see below);
+//! 2. `d = amax / 127` in f32, `id = d != 0 ? 1 / d : 0`;
+//! 3. `qs[j] = round(x[j] * id)`, rounding half away from zero;
+//! 4. `d` is stored as f16, rounded to nearest even (`id` uses the f32 `d`).
+//!
+//! # Non-finite and extreme inputs
+//!
+//! GGML's C code converts `round(x * id)` to `int8_t`, which is undefined
+//! behaviour in C when the value is NaN or infinite. Those cases only arise
+//! from non-finite or extremely small inputs; this crate defines them as
+//! `NaN -> 0` and `+-inf -> +-127`, so every quantized value stays within
+//! `-127..=127` (the SIMD kernels rely on that for activations). Concretely:
+//!
+//! * a NaN element followed in its block by a non-NaN element is forgotten
+//!   by `amax` (GGML's `MAX` returns its second argument when a comparison
+//!   involves NaN); the NaN element itself quantizes to 0;
+//! * a NaN as the last element to touch `amax` makes `d` NaN: every `qs` is
+//!   0 and the stored scale is a NaN;
+//! * an infinite `amax` gives `d = inf`, `id = 0`: every `qs` is 0 and the
+//!   stored scale is `inf`, so dequantizing gives NaN (`inf * 0`);
+//! * a finite `amax` above about `127 * 65504` overflows the f16 scale to
+//!   `inf`; the `qs` are still the usual ones;
+//! * an `amax` below about `127 * 2^-128` makes `1 / d` overflow to `inf`,
+//!   so nonzero elements saturate to `+-127` and zeros give NaN, hence 0; the
+//!   f16 scale underflows to 0, so the block dequantizes to zeros as it
+//!   would in GGML whatever the `qs` bytes.
+
+use half::f16;
+use thiserror::Error;
+
+use super::block::{BlockQ8_0, QK8_0};
+
+/// Why a quantization or dequantization call was rejected.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum QuantError {
+    /// Q8_0 rows hold whole blocks of [`QK8_0`] values.
+    #[error("row length {len} is not a multiple of the Q8_0 block size 32")]
+    LengthNotMultiple {
+        /// The rejected length.
+        len: usize,
+    },
+    /// The output slice does not match the input.
+    #[error("output holds {got} elements, {expected} needed")]
+    OutputLength {
+        /// Number of elements the input requires.
+        expected: usize,
+        /// Number of elements given.
+        got: usize,
+    },
+    /// A batch's values do not form whole rows of a nonzero length.
+    #[error("{len} values do not form whole rows of {cols}")]
+    BatchShape {
+        /// Number of values given.
+        len: usize,
+        /// The requested row length.
+        cols: usize,
+    },
+}
+
+/// Rounds half away from zero, as C's `roundf`, for `|v| <= 127`.
+///
+/// Truncation plus a look at the exact remainder: for `|v| < 2^23` the
+/// truncated integer and `v - t` are both exact in f32, so this equals
+/// `v.round()` without a libm call, and it compiles to vector code.
+#[inline(always)]
+fn round_away(v: f32) -> i8 {
+    let t = v as i32; // truncates toward zero; |v| <= 127 here
+    let frac = v - t as f32; // exact
+    let q = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
+    q as i8 // -127..=127
+}
+
+/// Quantizes one block of 32 values; returns the scale and the weights.
+///
+/// See the [module documentation](self) for the exact rule.
+#[inline]
+pub fn quantize_block_q8_0(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
+    let mut amax = 0.0f32;
+    for &v in x {
+        let a = v.abs();
+        // GGML's MAX(amax, a): keeps `a` whenever the comparison is false,
+        // including when either side is NaN.
+        amax = if amax > a { amax } else { a };
+    }
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i8; QK8_0];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        let s = v * id;
+        // NaN fails both comparisons and maps to 0; +-inf and the tiny-amax
+        // overflow saturate to +-127. Finite blocks never reach the clamps:
+        // |v * id| <= 127 up to an ulp, which rounds to 127.
+        let s = if s.is_nan() {
+            0.0
+        } else {
+            s.clamp(-127.0, 127.0)
+        };
+        *q = round_away(s);
+    }
+    (f16::from_f32(d), qs)
+}
+
+/// Quantizes `x` into `out`, one block per 32 values, with no allocation.
+///
+/// # Errors
+///
+/// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of 32;
+/// [`QuantError::OutputLength`] if `out.len() != x.len() / 32`.
+pub fn quantize_row_q8_0_into(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), QuantError> {
+    let nb = blocks_for(x.len())?;
+    if out.len() != nb {
+        return Err(QuantError::OutputLength {
+            expected: nb,
+            got: out.len(),
+        });
+    }
+    let (chunks, _) = x.as_chunks::<QK8_0>();
+    for (block, chunk) in out.iter_mut().zip(chunks) {
+        let (d, qs) = quantize_block_q8_0(chunk);
+        *block = BlockQ8_0::new(d, qs);
+    }
+    Ok(())
+}
+
+/// Quantizes a row of f32 values to Q8_0 blocks, byte for byte as GGML's
+/// `quantize_row_q8_0_ref`.
+///
+/// ```
+/// use inferno_cpu::quant::quantize_row_q8_0;
+/// let mut x = [0.0f32; 32];
+/// x[0] = 1.27;
+/// x[1] = -0.5;
+/// let blocks = quantize_row_q8_0(&x)?;
+/// assert_eq!(blocks[0].qs[0], 127);
+/// assert_eq!(blocks[0].qs[1], -50);
+/// assert_eq!(blocks[0].scale().to_f32(), half::f16::from_f32(0.01).to_f32());
+/// # Ok::<(), inferno_cpu::quant::QuantError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of 32.
+pub fn quantize_row_q8_0(x: &[f32]) -> Result<Vec<BlockQ8_0>, QuantError> {
+    let mut out = vec![BlockQ8_0::default(); blocks_for(x.len())?];
+    quantize_row_q8_0_into(x, &mut out)?;
+    Ok(out)
+}
+
+/// Expands Q8_0 blocks back to f32 into `out`: `out[32 * b + j] = d_b * qs_b[j]`,
+/// with `d_b` widened exactly from f16 (GGML's `dequantize_row_q8_0`).
+///
+/// # Errors
+///
+/// [`QuantError::OutputLength`] if `out.len() != 32 * blocks.len()`.
+pub fn dequantize_row_q8_0_into(blocks: &[BlockQ8_0], out: &mut [f32]) -> Result<(), QuantError> {
+    let expected = blocks.len() * QK8_0;
+    if out.len() != expected {
+        return Err(QuantError::OutputLength {
+            expected,
+            got: out.len(),
+        });
+    }
+    let (chunks, _) = out.as_chunks_mut::<QK8_0>();
+    for (chunk, block) in chunks.iter_mut().zip(blocks) {
+        let d = block.scale().to_f32();
+        for (o, &q) in chunk.iter_mut().zip(&block.qs) {
+            *o = d * f32::from(q);
+        }
+    }
+    Ok(())
+}
+
+/// Expands Q8_0 blocks back to a new vector of f32.
+pub fn dequantize_row_q8_0(blocks: &[BlockQ8_0]) -> Vec<f32> {
+    let mut out = vec![0.0; blocks.len() * QK8_0];
+    // The length matches by construction.
+    if let Err(e) = dequantize_row_q8_0_into(blocks, &mut out) {
+        unreachable!("dequantize buffer sized from the input: {e}");
+    }
+    out
+}
+
+/// Number of blocks for a row of `len` values.
+pub(crate) fn blocks_for(len: usize) -> Result<usize, QuantError> {
+    if len.is_multiple_of(QK8_0) {
+        Ok(len / QK8_0)
+    } else {
+        Err(QuantError::LengthNotMultiple { len })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_away_matches_roundf() {
+        // Every quarter step and the neighbours of each half in -127..=127.
+        let mut v = -127.0f32;
+        while v <= 127.0 {
+            for x in [v, v.next_up(), v.next_down()] {
+                if x.abs() <= 127.0 {
+                    assert_eq!(i32::from(round_away(x)), x.round() as i32, "{x}");
+                }
+            }
+            v += 0.25;
+        }
+    }
+
+    #[test]
+    fn all_zero_block_has_zero_scale() {
+        let (d, qs) = quantize_block_q8_0(&[0.0; 32]);
+        assert_eq!(d.to_bits(), 0);
+        assert_eq!(qs, [0; 32]);
+    }
+
+    #[test]
+    fn rejects_partial_blocks() {
+        assert_eq!(
+            quantize_row_q8_0(&[1.0; 33]),
+            Err(QuantError::LengthNotMultiple { len: 33 })
+        );
+        let mut out = [BlockQ8_0::default(); 2];
+        assert_eq!(
+            quantize_row_q8_0_into(&[1.0; 32], &mut out),
+            Err(QuantError::OutputLength {
+                expected: 1,
+                got: 2
+            })
+        );
+        assert_eq!(
+            dequantize_row_q8_0_into(&out, &mut [0.0; 63]),
+            Err(QuantError::OutputLength {
+                expected: 64,
+                got: 63
+            })
+        );
+    }
+
+    #[test]
+    fn half_rounds_away_from_zero() {
+        // amax 127 gives d = 1, id = 1, so x * id is x itself.
+        let mut x = [0.0f32; 32];
+        x[0] = 127.0;
+        x[1] = 2.5;
+        x[2] = -2.5;
+        x[3] = 0.5;
+        x[4] = -0.49999997;
+        let (d, qs) = quantize_block_q8_0(&x);
+        assert_eq!(d.to_f32(), 1.0);
+        assert_eq!(&qs[..5], &[127, 3, -3, 1, 0]);
+    }
+}
