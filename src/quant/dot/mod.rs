@@ -51,7 +51,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
-use crate::matvec::ShapeError;
+use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
 #[cfg(target_arch = "aarch64")]
 use crate::unsafe_core::simd::NeonToken;
 #[cfg(target_arch = "x86_64")]
@@ -166,6 +166,46 @@ impl Kernel {
         Ok(k.dot_f32(w, x))
     }
 
+    /// [`matvec_q8_0`](crate::matvec::matvec_q8_0) with this kernel instead
+    /// of the selected one: `out[r]` is exactly
+    /// [`dot_q8_0`](Self::dot_q8_0) of row `r`.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `x` or `out` do not fit `w`.
+    pub fn matvec_q8_0(
+        self,
+        w: &Q8Matrix<'_>,
+        x: &QuantizedVector,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_lengths(w.cols(), x.cols(), w.rows(), out.len())?;
+        k.matvec_q8(w.blocks(), w.blocks_per_row(), x.act(), out);
+        Ok(())
+    }
+
+    /// [`matvec_f32`](crate::matvec::matvec_f32) with this kernel instead
+    /// of the selected one: `out[r]` is exactly [`dot_f32`](Self::dot_f32)
+    /// of row `r`.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `x` or `out` do not fit `w`.
+    pub fn matvec_f32(
+        self,
+        w: &F32Matrix<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_lengths(w.cols(), x.len(), w.rows(), out.len())?;
+        k.matvec_f32(w.data(), w.cols(), x, out);
+        Ok(())
+    }
+
     /// The callable form of the kernel, if the CPU runs it.
     pub(crate) fn dispatch(self) -> Option<Dispatch> {
         match self {
@@ -182,20 +222,41 @@ impl Kernel {
     }
 }
 
+/// Checks a matvec's input and output lengths against the matrix.
+fn check_lengths(cols: usize, x_len: usize, rows: usize, out_len: usize) -> Result<(), ShapeError> {
+    if cols != x_len {
+        return Err(ShapeError::InputLength {
+            expected: cols,
+            got: x_len,
+        });
+    }
+    if rows != out_len {
+        return Err(ShapeError::OutputLength {
+            expected: rows,
+            got: out_len,
+        });
+    }
+    Ok(())
+}
+
 /// The cached choice of [`Kernel::selected`], with its callable form.
 pub(crate) fn selected() -> (Kernel, Dispatch) {
     static SELECTED: OnceLock<(Kernel, Dispatch)> = OnceLock::new();
     *SELECTED.get_or_init(|| {
-        let forced = std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v == "1");
-        let kernel = if forced {
-            Kernel::Scalar
-        } else {
-            Kernel::best_available()
-        };
-        // `best_available` only returns kernels whose dispatch exists.
+        let kernel = choose(std::env::var_os(FORCE_SCALAR_ENV).as_deref());
+        // `choose` only returns kernels whose dispatch exists.
         let dispatch = kernel.dispatch().unwrap_or(Dispatch::Scalar);
         (kernel, dispatch)
     })
+}
+
+/// The kernel to select given the value of [`FORCE_SCALAR_ENV`].
+fn choose(force_scalar: Option<&std::ffi::OsStr>) -> Kernel {
+    if force_scalar.is_some_and(|v| v == "1") {
+        Kernel::Scalar
+    } else {
+        Kernel::best_available()
+    }
 }
 
 /// A kernel together with the proof (a feature token) that it may run.
@@ -350,6 +411,23 @@ mod tests {
                 assert_eq!(k.dot_f32(&[], &[]), Err(KernelError::Unavailable(k)));
             }
         }
+    }
+
+    #[test]
+    fn force_scalar_env_value() {
+        use std::ffi::OsStr;
+        assert_eq!(choose(Some(OsStr::new("1"))), Kernel::Scalar);
+        assert_eq!(choose(None), Kernel::best_available());
+        assert_eq!(choose(Some(OsStr::new("0"))), Kernel::best_available());
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
+        {
+            assert_ne!(Kernel::best_available(), Kernel::Scalar);
+        }
+        #[cfg(miri)]
+        assert_eq!(Kernel::best_available(), Kernel::Scalar);
     }
 
     #[test]

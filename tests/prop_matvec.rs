@@ -1,0 +1,186 @@
+//! The pooled, dynamic-pooled and rayon matvecs return exactly the bytes of
+//! the single-core matvec, for random shapes and 1 to 16 threads, and a
+//! matmul's rows are exactly the matvecs of its batch rows.
+
+use std::time::Duration;
+
+use inferno_cpu::matvec::{
+    matmul_q8_0, matmul_q8_0_rayon, matvec_f32, matvec_f32_pool, matvec_f32_rayon, matvec_q8_0,
+    matvec_q8_0_pool, matvec_q8_0_pool_dynamic, matvec_q8_0_rayon, F32Matrix, Q8Matrix,
+};
+use inferno_cpu::quant::{BlockQ8_0, QuantizedBatch, QuantizedVector, QK8_0};
+use inferno_cpu::ThreadPool;
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+
+/// Most weights per case, so a case stays in the milliseconds in debug
+/// builds while rows still reach 5000 and columns 4096 (not both at once).
+const MAX_WEIGHTS: usize = 1 << 19;
+
+/// splitmix64: fast deterministic data for large shapes, from one seed
+/// that proptest chooses (and shrinks).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn f32(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// Every byte value, and a finite f16 scale around 1e-3..1e-1.
+    fn block(&mut self) -> BlockQ8_0 {
+        let bytes = [self.next(), self.next(), self.next(), self.next()];
+        let qs: [i8; 32] = bytemuck::cast(bytes);
+        let d = half::f16::from_f32(0.001 + 0.1 * self.f32().abs());
+        BlockQ8_0::new(d, qs)
+    }
+}
+
+/// (rows, cols): rows in 1..5000 (often fewer than the threads), cols a
+/// multiple of 32 up to 4096, at most `MAX_WEIGHTS` weights.
+fn q8_shape() -> impl Strategy<Value = (usize, usize)> {
+    prop_oneof![1usize..20, 1usize..5000].prop_flat_map(|rows| {
+        let max_nb = (MAX_WEIGHTS / (rows * QK8_0)).clamp(1, 4096 / QK8_0);
+        (Just(rows), (1..=max_nb).prop_map(|nb| nb * QK8_0))
+    })
+}
+
+/// A pool that parks at once: tests oversubscribe the cores, and spinning
+/// workers would only slow each other down.
+fn pool(threads: usize) -> ThreadPool {
+    ThreadPool::builder()
+        .threads(threads)
+        .spin_time(Duration::ZERO)
+        .build()
+        .expect("pool")
+}
+
+fn rayon_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("rayon pool")
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+proptest! {
+    #![proptest_config(Config::with_cases(24))]
+
+    #[test]
+    fn q8_pool_equals_single(
+        (rows, cols) in q8_shape(),
+        threads in 1usize..=16,
+        chunk in 0usize..100,
+        seed in any::<u64>(),
+    ) {
+        let mut rng = Rng(seed);
+        let blocks: Vec<BlockQ8_0> = (0..rows * cols / QK8_0).map(|_| rng.block()).collect();
+        let xf: Vec<f32> = (0..cols).map(|_| rng.f32()).collect();
+        let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
+        let mut x = QuantizedVector::new();
+        x.quantize_from(&xf).unwrap();
+
+        let mut single = vec![f32::NAN; rows];
+        matvec_q8_0(&w, &x, &mut single).unwrap();
+        let pool = pool(threads);
+        let mut other = vec![f32::NAN; rows];
+        matvec_q8_0_pool(&pool, &w, &x, &mut other).unwrap();
+        prop_assert_eq!(bits(&single), bits(&other), "static pool");
+        other.fill(f32::NAN);
+        matvec_q8_0_pool_dynamic(&pool, &w, &x, &mut other, chunk).unwrap();
+        prop_assert_eq!(bits(&single), bits(&other), "dynamic pool");
+        other.fill(f32::NAN);
+        rayon_pool(threads).install(|| matvec_q8_0_rayon(&w, &x, &mut other)).unwrap();
+        prop_assert_eq!(bits(&single), bits(&other), "rayon");
+    }
+
+    #[test]
+    fn f32_pool_equals_single(
+        rows in 1usize..2000,
+        cols in 0usize..700,
+        threads in 1usize..=16,
+        seed in any::<u64>(),
+    ) {
+        let cols = cols.min(MAX_WEIGHTS / 2 / rows);
+        let mut rng = Rng(seed);
+        let data: Vec<f32> = (0..rows * cols).map(|_| rng.f32()).collect();
+        let x: Vec<f32> = (0..cols).map(|_| rng.f32()).collect();
+        let w = F32Matrix::new(&data, rows, cols).unwrap();
+
+        let mut single = vec![f32::NAN; rows];
+        matvec_f32(&w, &x, &mut single).unwrap();
+        let mut other = vec![f32::NAN; rows];
+        matvec_f32_pool(&pool(threads), &w, &x, &mut other).unwrap();
+        prop_assert_eq!(bits(&single), bits(&other), "pool");
+        other.fill(f32::NAN);
+        rayon_pool(threads).install(|| matvec_f32_rayon(&w, &x, &mut other)).unwrap();
+        prop_assert_eq!(bits(&single), bits(&other), "rayon");
+    }
+
+    #[test]
+    fn matmul_rows_equal_matvecs(
+        m in 0usize..9,
+        rows in 1usize..300,
+        nb in 1usize..16,
+        threads in 1usize..=16,
+        seed in any::<u64>(),
+    ) {
+        let cols = nb * QK8_0;
+        let mut rng = Rng(seed);
+        let blocks: Vec<BlockQ8_0> = (0..rows * nb).map(|_| rng.block()).collect();
+        let xf: Vec<f32> = (0..m * cols).map(|_| rng.f32()).collect();
+        let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
+        let mut xs = QuantizedBatch::new();
+        xs.quantize_from(&xf, cols).unwrap();
+
+        let mut seq = vec![f32::NAN; m * rows];
+        matmul_q8_0(&w, &xs, &mut seq).unwrap();
+        let mut par = vec![f32::NAN; m * rows];
+        rayon_pool(threads).install(|| matmul_q8_0_rayon(&w, &xs, &mut par)).unwrap();
+        prop_assert_eq!(bits(&seq), bits(&par));
+        let mut x = QuantizedVector::new();
+        let mut one = vec![f32::NAN; rows];
+        for i in 0..m {
+            x.quantize_from(&xf[i * cols..(i + 1) * cols]).unwrap();
+            matvec_q8_0(&w, &x, &mut one).unwrap();
+            prop_assert_eq!(bits(&one), bits(&seq[i * rows..(i + 1) * rows]), "batch row {}", i);
+        }
+    }
+}
+
+#[test]
+fn pool_sizes_around_the_row_count() {
+    // Fewer rows than threads, as many, and one more.
+    let cols = 64;
+    let mut rng = Rng(1);
+    for threads in [1usize, 2, 5, 16] {
+        for rows in [1, threads.saturating_sub(1).max(1), threads, threads + 1] {
+            let blocks: Vec<BlockQ8_0> = (0..rows * 2).map(|_| rng.block()).collect();
+            let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
+            let mut x = QuantizedVector::new();
+            x.quantize_from(&(0..cols).map(|_| rng.f32()).collect::<Vec<_>>())
+                .unwrap();
+            let mut single = vec![f32::NAN; rows];
+            matvec_q8_0(&w, &x, &mut single).unwrap();
+            assert!(single.iter().all(|v| v.is_finite()));
+            let mut pooled = vec![f32::NAN; rows];
+            matvec_q8_0_pool(&pool(threads), &w, &x, &mut pooled).unwrap();
+            assert_eq!(
+                bits(&single),
+                bits(&pooled),
+                "{rows} rows, {threads} threads"
+            );
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Q8_0 quantization against GGML's reference, and every SIMD dot kernel
+//! against its scalar twin.
+//!
+//! The kernel suites run once per instruction set; a set this CPU lacks is
+//! skipped with a note on stderr (printed past the test harness's capture),
+//! never passed vacuously.
+
+use std::io::Write as _;
+
+use half::f16;
+use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
+use inferno_cpu::quant::dot::{f32_error_bound, q8_0_error_bound};
+use inferno_cpu::quant::{
+    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0, Kernel,
+    KernelError, QuantError, QuantizedVector, QK8_0,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+/// GGML's `quantize_row_q8_0_ref`, transcribed line by line from C. Where
+/// C converts a NaN or infinite float to `int8_t` (undefined behaviour) it
+/// uses the crate's documented choice: NaN -> 0, +-inf -> +-127.
+fn ggml_reference(x: &[f32]) -> Vec<(u16, [i8; 32])> {
+    x.chunks_exact(32)
+        .map(|block| {
+            let mut amax = 0.0f32; // absolute max
+            for &v in block {
+                let a = v.abs();
+                // #define MAX(a, b) ((a) > (b) ? (a) : (b))
+                amax = if amax > a { amax } else { a };
+            }
+            let d = amax / ((1 << 7) - 1) as f32;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            // GGML_FP32_TO_FP16: round to nearest even, as vcvtps2ph imm 0.
+            let d16 = f16::from_f32(d).to_bits();
+            let mut qs = [0i8; 32];
+            for (q, &v) in qs.iter_mut().zip(block) {
+                let x0 = v * id;
+                let r = x0.round(); // roundf: half away from zero
+                *q = if r.is_nan() {
+                    0
+                } else {
+                    r.clamp(-127.0, 127.0) as i8
+                };
+            }
+            (d16, qs)
+        })
+        .collect()
+}
+
+/// f32 values that exercise every branch of the quantizer: ordinary
+/// values, zeros, the extremes, subnormals, infinities and NaN.
+fn edgy_f32() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        6 => -10.0f32..10.0,
+        1 => prop_oneof![
+            Just(0.0f32),
+            Just(-0.0),
+            Just(f32::MAX),
+            Just(f32::MIN),
+            Just(f32::MIN_POSITIVE),
+            Just(1e-40),
+            Just(-1e-45),
+            Just(f32::INFINITY),
+            Just(f32::NEG_INFINITY),
+            Just(f32::NAN),
+            Just(127.0),
+            Just(-127.0),
+            Just(65504.0 * 127.0),
+            Just(1e30),
+        ],
+        1 => any::<f32>(),
+    ]
+}
+
+fn same_block(got: &BlockQ8_0, want: &(u16, [i8; 32])) -> bool {
+    let d = got.scale();
+    let d_ok = if d.is_nan() {
+        f16::from_bits(want.0).is_nan()
+    } else {
+        d.to_bits() == want.0
+    };
+    d_ok && got.qs == want.1
+}
+
+proptest! {
+    #![proptest_config(Config::with_cases(256))]
+
+    #[test]
+    fn quantize_matches_ggml_reference(x in prop::collection::vec(edgy_f32(), 0..=4 * 32)) {
+        let x = &x[..x.len() / 32 * 32];
+        let got = quantize_row_q8_0(x).unwrap();
+        let want = ggml_reference(x);
+        prop_assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!(same_block(g, w), "got {:?}, want {:?}", g, w);
+        }
+        // The activation path quantizes identically.
+        let mut xq = QuantizedVector::new();
+        xq.quantize_from(x).unwrap();
+        prop_assert_eq!(xq.to_blocks(), got);
+    }
+
+    #[test]
+    fn quantize_rounds_exact_halves_like_ggml(
+        halves in prop::collection::vec(-254i32..=254, 32),
+        at in 0usize..32,
+        neg in any::<bool>(),
+        scale in prop::sample::select(vec![1.0f32, 0.5, 2.0, 0.25, 1024.0]),
+    ) {
+        // One element at +-127 * scale makes id = 1 / scale exactly, so the
+        // others land exactly on k / 2: every tie of the rounding rule.
+        let mut x: Vec<f32> = halves.iter().map(|&h| h as f32 / 2.0 * scale).collect();
+        x[at] = if neg { -127.0 } else { 127.0 } * scale;
+        let got = quantize_row_q8_0(&x).unwrap();
+        let want = ggml_reference(&x);
+        prop_assert!(same_block(&got[0], &want[0]), "got {:?}, want {:?}", got[0], want[0]);
+    }
+
+    #[test]
+    fn partial_blocks_are_errors(len in 0usize..300) {
+        let x = vec![1.0f32; len];
+        let r = quantize_row_q8_0(&x);
+        if len % 32 == 0 {
+            prop_assert_eq!(r.map(|b| b.len()), Ok(len / 32));
+        } else {
+            prop_assert_eq!(r, Err(QuantError::LengthNotMultiple { len }));
+        }
+    }
+
+    #[test]
+    fn dequantize_is_within_half_a_step(x in prop::collection::vec(-1e4f32..1e4, 32..=32 * 4)) {
+        let x = &x[..x.len() / 32 * 32];
+        let blocks = quantize_row_q8_0(x).unwrap();
+        let y = dequantize_row_q8_0(&blocks);
+        prop_assert_eq!(y.len(), x.len());
+        for (b, (xs, ys)) in blocks.iter().zip(x.chunks(32).zip(y.chunks(32))) {
+            let d = f64::from(b.scale().to_f32());
+            // Rounding to the f32 step gives d/2; rounding d to f16 moves
+            // each of up to 127 steps by at most 2^-11 relative.
+            let tol = d / 2.0 + 127.0 * d * 2f64.powi(-11) + 1e-30;
+            for (&a, &b) in xs.iter().zip(ys) {
+                prop_assert!((f64::from(a) - f64::from(b)).abs() <= tol * (1.0 + 1e-6));
+            }
+        }
+    }
+}
+
+#[test]
+fn edge_values() {
+    let q = |x: [f32; 32]| {
+        let b = quantize_row_q8_0(&x).unwrap()[0];
+        (b.scale(), b.qs)
+    };
+    let mut x = [0.0f32; 32];
+    // All zeros: d = 0 and every weight 0.
+    assert_eq!(q(x), (f16::ZERO, [0; 32]));
+    // +-max: 127 and -127 give d = 1 exactly.
+    x[3] = 127.0;
+    x[4] = -127.0;
+    x[5] = 63.5;
+    x[6] = -63.5;
+    let (d, qs) = q(x);
+    assert_eq!(d, f16::ONE);
+    assert_eq!((qs[3], qs[4], qs[5], qs[6]), (127, -127, 64, -64));
+    // Ramp -16..16: d = 16/127, q = round(v * 127/16).
+    let ramp: [f32; 32] = std::array::from_fn(|j| j as f32 - 16.0);
+    let (d, qs) = q(ramp);
+    assert_eq!(d, f16::from_f32(16.0 / 127.0));
+    assert_eq!(
+        (qs[0], qs[15], qs[17], qs[18], qs[19]),
+        (-127, -8, 8, 16, 24)
+    );
+    // Huge but finite: the f16 scale overflows to inf, the weights do not.
+    let mut x = [0.0f32; 32];
+    x[0] = 1e30;
+    x[1] = -0.75e30;
+    let (d, qs) = q(x);
+    assert!(d.is_infinite());
+    assert_eq!((qs[0], qs[1]), (127, -95));
+    // Tiny: 1/d overflows, so nonzero values saturate; the scale is 0.
+    x[0] = 1e-40;
+    x[1] = -1e-40;
+    let (d, qs) = q(x);
+    assert_eq!(d, f16::ZERO);
+    assert_eq!((qs[0], qs[1], qs[2]), (127, -127, 0));
+    // An infinity makes d = inf, id = 0: all weights 0, and the block
+    // dequantizes to NaN (inf * 0).
+    let mut x = [1.0f32; 32];
+    x[7] = f32::INFINITY;
+    let (d, qs) = q(x);
+    assert!(d.is_infinite());
+    assert_eq!(qs, [0; 32]);
+    assert!(dequantize_row_q8_0(&quantize_row_q8_0(&x).unwrap())[0].is_nan());
+    // A NaN followed by a larger value is forgotten by GGML's MAX...
+    let mut x = [0.5f32; 32];
+    x[0] = f32::NAN;
+    x[1] = 2.0;
+    let (d, qs) = q(x);
+    assert_eq!(d, f16::from_f32(2.0 / 127.0));
+    assert_eq!((qs[0], qs[1], qs[2]), (0, 127, 32));
+    // ...but a NaN last in the block poisons d, and every weight is 0.
+    let mut x = [1.0f32; 32];
+    x[31] = f32::NAN;
+    let (d, qs) = q(x);
+    assert!(d.is_nan());
+    assert_eq!(qs, [0; 32]);
+    // Dequantize rejects a wrong output length.
+    assert_eq!(
+        dequantize_row_q8_0_into(&[BlockQ8_0::default()], &mut [0.0; 31]),
+        Err(QuantError::OutputLength {
+            expected: 32,
+            got: 31
+        })
+    );
+}
+
+/// A finite f16 scale from any bits (the all-ones exponent is folded down).
+fn finite_scale() -> impl Strategy<Value = [u8; 2]> {
+    any::<u16>().prop_map(|b| {
+        let b = if b & 0x7c00 == 0x7c00 { b & !0x4000 } else { b };
+        b.to_le_bytes()
+    })
+}
+
+fn weight_block() -> impl Strategy<Value = BlockQ8_0> {
+    (finite_scale(), any::<[i8; 32]>()).prop_map(|(d, qs)| BlockQ8_0 { d, qs })
+}
+
+/// A weight row of `nb` blocks (every byte value, -128 included, and every
+/// finite scale, subnormals included) and a quantized activation of
+/// `32 * nb` values; `nb` covers every tail of the unrolled loops.
+fn dot_operands(max_nb: usize) -> impl Strategy<Value = (Vec<BlockQ8_0>, QuantizedVector)> {
+    (0..=max_nb).prop_flat_map(|nb| {
+        (
+            prop::collection::vec(weight_block(), nb),
+            prop::collection::vec(-100.0f32..100.0, nb * QK8_0),
+        )
+            .prop_map(|(w, xf)| {
+                let mut x = QuantizedVector::new();
+                x.quantize_from(&xf).unwrap();
+                (w, x)
+            })
+    })
+}
+
+/// Prints past libtest's output capture, so a skip is visible in a normal
+/// `cargo test` run.
+fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "note: {msg}");
+}
+
+/// Runs `body` as a property test if the CPU has `kernel`; otherwise prints
+/// a note and returns without claiming anything was checked.
+fn on_kernel(kernel: Kernel, test: &str, body: impl FnOnce(&mut TestRunner)) {
+    if !kernel.is_available() {
+        note(&format!("{test}: skipped, this CPU lacks {kernel:?}"));
+        return;
+    }
+    body(&mut TestRunner::new(Config::with_cases(64)));
+}
+
+fn dot_matches_scalar(kernel: Kernel, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        runner
+            .run(&dot_operands(40), |(w, x)| {
+                let simd = kernel.dot_q8_0(&w, &x).unwrap();
+                let scalar = Kernel::Scalar.dot_q8_0(&w, &x).unwrap();
+                let bound = q8_0_error_bound(&w, &x);
+                let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+fn matvec_matches_dot(kernel: Kernel, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        let strategy = (1usize..12).prop_flat_map(|rows| {
+            (0usize..9).prop_flat_map(move |nb| {
+                (
+                    prop::collection::vec(weight_block(), rows * nb),
+                    prop::collection::vec(-10.0f32..10.0, nb * QK8_0),
+                )
+                    .prop_map(move |(w, xf)| (rows, nb, w, xf))
+            })
+        });
+        runner
+            .run(&strategy, |(rows, nb, blocks, xf)| {
+                let w = Q8Matrix::new(&blocks, rows, nb * QK8_0).unwrap();
+                let mut x = QuantizedVector::new();
+                x.quantize_from(&xf).unwrap();
+                let mut out = vec![f32::NAN; rows];
+                kernel.matvec_q8_0(&w, &x, &mut out).unwrap();
+                for (r, o) in out.iter().enumerate() {
+                    let dot = kernel.dot_q8_0(w.row(r), &x).unwrap();
+                    prop_assert_eq!(o.to_bits(), dot.to_bits());
+                }
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+fn f32_dot_matches_scalar(kernel: Kernel, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        let strategy = (0usize..200).prop_flat_map(|n| {
+            (
+                prop::collection::vec(-1e3f32..1e3, n),
+                prop::collection::vec(-1e3f32..1e3, n),
+            )
+        });
+        runner
+            .run(&strategy, |(w, x)| {
+                let simd = kernel.dot_f32(&w, &x).unwrap();
+                let scalar = Kernel::Scalar.dot_f32(&w, &x).unwrap();
+                let bound = f32_error_bound(&w, &x);
+                let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                // Rows through the kernel's matvec are its dot, bit for bit.
+                let m = F32Matrix::new(&w, 1, w.len()).unwrap();
+                let mut out = [f32::NAN];
+                kernel.matvec_f32(&m, &x, &mut out).unwrap();
+                prop_assert_eq!(out[0].to_bits(), simd.to_bits());
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn scalar_dot_is_within_bound_of_exact() {
+    // The scalar kernel against the exact value: every term
+    // d_w * d_x * isum is exact in f64 (22 + 20 significant bits), so the
+    // f64 sum is far closer to the truth than the f32 bound.
+    let mut runner = TestRunner::new(Config::with_cases(128));
+    runner
+        .run(&dot_operands(40), |(w, x)| {
+            let xb = x.to_blocks();
+            let exact: f64 = w
+                .iter()
+                .zip(&xb)
+                .map(|(a, b)| {
+                    let isum: i64 =
+                        a.qs.iter()
+                            .zip(&b.qs)
+                            .map(|(&p, &q)| i64::from(p) * i64::from(q))
+                            .sum();
+                    f64::from(a.scale().to_f32()) * f64::from(b.scale().to_f32()) * isum as f64
+                })
+                .sum();
+            let got = Kernel::Scalar.dot_q8_0(&w, &x).unwrap();
+            // Each kernel is within half the two-kernel bound of the exact sum.
+            let bound = q8_0_error_bound(&w, &x) / 2.0;
+            prop_assert!((f64::from(got) - exact).abs() <= bound * (1.0 + 1e-9) + 1e-300);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn avx2_dot_matches_scalar() {
+    dot_matches_scalar(Kernel::Avx2, "avx2_dot_matches_scalar");
+}
+
+#[test]
+fn avx2_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::Avx2, "avx2_matvec_matches_dot");
+}
+
+#[test]
+fn avx2_f32_dot_matches_scalar() {
+    f32_dot_matches_scalar(Kernel::Avx2, "avx2_f32_dot_matches_scalar");
+}
+
+#[test]
+fn avx512vnni_dot_matches_scalar() {
+    dot_matches_scalar(Kernel::Avx512Vnni, "avx512vnni_dot_matches_scalar");
+}
+
+#[test]
+fn avx512vnni_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::Avx512Vnni, "avx512vnni_matvec_matches_dot");
+}
+
+#[test]
+fn avx512vnni_equals_avx2_bit_for_bit() {
+    if !(Kernel::Avx512Vnni.is_available() && Kernel::Avx2.is_available()) {
+        note("avx512vnni_equals_avx2_bit_for_bit: skipped, this CPU lacks AVX-512 VNNI");
+        return;
+    }
+    let mut runner = TestRunner::new(Config::with_cases(64));
+    runner
+        .run(&dot_operands(40), |(w, x)| {
+            let a = Kernel::Avx512Vnni.dot_q8_0(&w, &x).unwrap();
+            let b = Kernel::Avx2.dot_q8_0(&w, &x).unwrap();
+            prop_assert_eq!(a.to_bits(), b.to_bits());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn neon_dot_matches_scalar() {
+    dot_matches_scalar(Kernel::Neon, "neon_dot_matches_scalar");
+}
+
+#[test]
+fn neon_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::Neon, "neon_matvec_matches_dot");
+}
+
+#[test]
+fn neon_f32_dot_matches_scalar() {
+    f32_dot_matches_scalar(Kernel::Neon, "neon_f32_dot_matches_scalar");
+}
+
+#[test]
+fn scalar_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::Scalar, "scalar_matvec_matches_dot");
+}
+
+#[test]
+fn unavailable_kernels_are_errors() {
+    for k in Kernel::ALL {
+        if !k.is_available() {
+            let x = QuantizedVector::new();
+            assert_eq!(k.dot_q8_0(&[], &x), Err(KernelError::Unavailable(k)));
+        }
+    }
+    assert!(Kernel::selected().is_available());
+}
