@@ -384,21 +384,37 @@ fn avx512vnni_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Avx512Vnni, "avx512vnni_matvec_matches_dot");
 }
 
+fn equals_avx2_bit_for_bit(kernel: Kernel, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        runner
+            .run(&dot_operands(40), |(w, x)| {
+                let a = kernel.dot_q8_0(&w, &x).unwrap();
+                let b = Kernel::Avx2.dot_q8_0(&w, &x).unwrap();
+                prop_assert_eq!(a.to_bits(), b.to_bits());
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
 #[test]
 fn avx512vnni_equals_avx2_bit_for_bit() {
-    if !(Kernel::Avx512Vnni.is_available() && Kernel::Avx2.is_available()) {
-        note("avx512vnni_equals_avx2_bit_for_bit: skipped, this CPU lacks AVX-512 VNNI");
-        return;
-    }
-    let mut runner = TestRunner::new(Config::with_cases(64));
-    runner
-        .run(&dot_operands(40), |(w, x)| {
-            let a = Kernel::Avx512Vnni.dot_q8_0(&w, &x).unwrap();
-            let b = Kernel::Avx2.dot_q8_0(&w, &x).unwrap();
-            prop_assert_eq!(a.to_bits(), b.to_bits());
-            Ok(())
-        })
-        .unwrap();
+    equals_avx2_bit_for_bit(Kernel::Avx512Vnni, "avx512vnni_equals_avx2_bit_for_bit");
+}
+
+#[test]
+fn avxvnni_dot_matches_scalar() {
+    dot_matches_scalar(Kernel::AvxVnni, "avxvnni_dot_matches_scalar");
+}
+
+#[test]
+fn avxvnni_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::AvxVnni, "avxvnni_matvec_matches_dot");
+}
+
+#[test]
+fn avxvnni_equals_avx2_bit_for_bit() {
+    equals_avx2_bit_for_bit(Kernel::AvxVnni, "avxvnni_equals_avx2_bit_for_bit");
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! rely on.
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{Avx2Token, Avx512VnniToken};
+pub(crate) use x86::{Avx2Token, Avx512VnniToken, AvxVnniToken};
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) use arm::NeonToken;
@@ -24,7 +24,7 @@ pub(crate) use arm::NeonToken;
 mod x86 {
     use crate::quant::activation::ActBlock;
     use crate::quant::block::BlockQ8_0;
-    use crate::quant::dot::x86_64::{avx2, avx512vnni};
+    use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
 
     /// Proof that the CPU has AVX2, FMA and F16C.
     #[derive(Clone, Copy, Debug)]
@@ -109,6 +109,40 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot
             unsafe { avx512vnni::matvec_q8(w, nb, x, out) }
+        }
+    }
+
+    /// Proof that the CPU has AVX-VNNI, plus AVX2, FMA and F16C.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct AvxVnniToken(());
+
+    impl AvxVnniToken {
+        /// `Some` only if the running CPU has avxvnni, avx2, fma and f16c
+        /// (never under Miri).
+        pub(crate) fn new() -> Option<Self> {
+            Avx2Token::new()?;
+            std::is_x86_feature_detected!("avxvnni").then_some(Self(()))
+        }
+
+        /// The AVX2 token this CPU also earns (for the f32 kernels).
+        #[inline]
+        pub(crate) fn avx2(self) -> Avx2Token {
+            Avx2Token(())
+        }
+
+        #[inline]
+        pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `AvxVnniToken::new`
+            // found every feature `dot_q8` enables. Checked by:
+            // tests/prop_quant.rs::avxvnni_dot_matches_scalar
+            unsafe { avxvnni::dot_q8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // tests/prop_quant.rs::avxvnni_matvec_matches_dot
+            unsafe { avxvnni::matvec_q8(w, nb, x, out) }
         }
     }
 }

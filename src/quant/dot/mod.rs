@@ -5,6 +5,7 @@
 //! | `Scalar` | everywhere | 32 `i32` multiply-adds |
 //! | `Avx2` | x86_64 with AVX2, FMA, F16C | `vpsignb`, `vpmaddubsw`, `vpmaddwd` |
 //! | `Avx512Vnni` | x86_64 with AVX-512 F/VL/VNNI too | one 256-bit `vpdpbusd` |
+//! | `AvxVnni` | x86_64 with AVX-VNNI (VEX) too | one `vpdpbusd` |
 //! | `Neon` | aarch64 | `smull`, `sadalp` |
 //!
 //! [`Kernel::selected`] detects the best kernel the CPU supports on first
@@ -35,9 +36,9 @@
 //!
 //! which [`q8_0_error_bound`] computes and the test suite checks for every
 //! kernel. The same argument gives `2 * gamma(len + 6) * sum |w_i * x_i|`
-//! for the f32 kernels ([`f32_error_bound`]). `Avx2` and `Avx512Vnni`
-//! produce identical lanes and combine them identically, so they agree bit
-//! for bit.
+//! for the f32 kernels ([`f32_error_bound`]). `Avx2`, `Avx512Vnni` and
+//! `AvxVnni` produce identical lanes and combine them identically, so they
+//! agree bit for bit.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -55,7 +56,7 @@ use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
 #[cfg(target_arch = "aarch64")]
 use crate::unsafe_core::simd::NeonToken;
 #[cfg(target_arch = "x86_64")]
-use crate::unsafe_core::simd::{Avx2Token, Avx512VnniToken};
+use crate::unsafe_core::simd::{Avx2Token, Avx512VnniToken, AvxVnniToken};
 
 /// Environment variable that, set to `1` before the first kernel use,
 /// makes [`Kernel::selected`] return [`Kernel::Scalar`].
@@ -74,6 +75,8 @@ pub enum Kernel {
     Avx2,
     /// x86_64 AVX-512 VNNI (256-bit forms, with AVX-512 VL).
     Avx512Vnni,
+    /// x86_64 AVX-VNNI, the VEX-encoded VNNI of CPUs without AVX-512.
+    AvxVnni,
     /// aarch64 NEON.
     Neon,
 }
@@ -91,8 +94,9 @@ pub enum KernelError {
 
 impl Kernel {
     /// Every kernel, fastest first within each architecture.
-    pub const ALL: [Kernel; 4] = [
+    pub const ALL: [Kernel; 5] = [
         Kernel::Avx512Vnni,
+        Kernel::AvxVnni,
         Kernel::Avx2,
         Kernel::Neon,
         Kernel::Scalar,
@@ -147,8 +151,8 @@ impl Kernel {
         Ok(k.dot_q8(w, x.act()))
     }
 
-    /// Dot product of two f32 slices, with this kernel (the f32 part of
-    /// `Avx512Vnni` is that of `Avx2`).
+    /// Dot product of two f32 slices, with this kernel (the f32 parts of
+    /// `Avx512Vnni` and `AvxVnni` are that of `Avx2`).
     ///
     /// # Errors
     ///
@@ -214,6 +218,8 @@ impl Kernel {
             Kernel::Avx2 => Avx2Token::new().map(Dispatch::Avx2),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512Vnni => Avx512VnniToken::new().map(Dispatch::Avx512Vnni),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => AvxVnniToken::new().map(Dispatch::AvxVnni),
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => NeonToken::new().map(Dispatch::Neon),
             #[allow(unreachable_patterns)]
@@ -267,6 +273,8 @@ pub(crate) enum Dispatch {
     Avx2(Avx2Token),
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni(Avx512VnniToken),
+    #[cfg(target_arch = "x86_64")]
+    AvxVnni(AvxVnniToken),
     #[cfg(target_arch = "aarch64")]
     Neon(NeonToken),
 }
@@ -281,6 +289,8 @@ impl Dispatch {
             Dispatch::Avx2(t) => t.dot_q8(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q8(w, x),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_q8(w, x),
         }
@@ -295,6 +305,8 @@ impl Dispatch {
             Dispatch::Avx2(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.matvec_q8(w, nb, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
         }
@@ -309,6 +321,8 @@ impl Dispatch {
             Dispatch::Avx2(t) => t.dot_f32(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.avx2().dot_f32(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_f32(w, x),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_f32(w, x),
         }
@@ -323,6 +337,8 @@ impl Dispatch {
             Dispatch::Avx2(t) => t.matvec_f32(w, cols, x, out),
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.avx2().matvec_f32(w, cols, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().matvec_f32(w, cols, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_f32(w, cols, x, out),
         }

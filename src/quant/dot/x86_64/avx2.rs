@@ -67,19 +67,7 @@ fn block_fma(acc: __m256, w: &BlockQ8_0, x: &ActBlock) -> __m256 {
 /// If `w.len() != x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
-    assert_eq!(w.len(), x.len(), "dot_q8: block counts differ");
-    let (w2, w_rest) = w.as_chunks::<2>();
-    let (x2, x_rest) = x.as_chunks::<2>();
-    let mut acc0 = _mm256_setzero_ps();
-    let mut acc1 = _mm256_setzero_ps();
-    for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
-        acc0 = block_fma(acc0, wa, xa);
-        acc1 = block_fma(acc1, wb, xb);
-    }
-    if let ([wl], [xl]) = (w_rest, x_rest) {
-        acc0 = block_fma(acc0, wl, xl);
-    }
-    hsum(_mm256_add_ps(acc0, acc1))
+    q8_row_loop!(w, x, block_fma)
 }
 
 /// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
