@@ -359,6 +359,33 @@ fn scalar_dot_is_within_bound_of_exact() {
         .unwrap();
 }
 
+fn quantize_matches_scalar(kernel: Kernel, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        let strategy = prop::collection::vec(edgy_f32(), 0..=8 * 32);
+        runner
+            .run(&strategy, |x| {
+                let x = &x[..x.len() / 32 * 32];
+                let mut a = QuantizedVector::new();
+                kernel.quantize(x, &mut a).unwrap();
+                let mut b = QuantizedVector::new();
+                Kernel::Scalar.quantize(x, &mut b).unwrap();
+                let (a, b) = (a.to_blocks(), b.to_blocks());
+                prop_assert_eq!(a.len(), b.len());
+                for (p, q) in a.iter().zip(&b) {
+                    let d_same = p.d == q.d || (p.scale().is_nan() && q.scale().is_nan());
+                    prop_assert!(d_same && p.qs == q.qs, "{:?} vs {:?}", p, q);
+                }
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn avx2_quantize_matches_scalar() {
+    quantize_matches_scalar(Kernel::Avx2, "avx2_quantize_matches_scalar");
+}
+
 #[test]
 fn avx2_dot_matches_scalar() {
     dot_matches_scalar(Kernel::Avx2, "avx2_dot_matches_scalar");

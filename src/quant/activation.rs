@@ -12,6 +12,7 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::block::{BlockQ8_0, QK8_0};
+use super::dot::{selected, Dispatch};
 use super::quantize::{blocks_for, quantize_block_q8_0, QuantError};
 
 /// One quantized activation block, laid out for the kernels.
@@ -35,12 +36,19 @@ pub(crate) struct ActBlock {
 const _: () = assert!(core::mem::size_of::<ActBlock>() == 96);
 
 impl ActBlock {
-    fn new(d: f16, qs: [i8; QK8_0]) -> Self {
+    /// The block for scale `d` and values `qs`, computing the lane sums.
+    pub(crate) fn new(d: f16, qs: [i8; QK8_0]) -> Self {
         let mut neg_bias = [0i32; 8];
         let (lanes, _) = qs.as_chunks::<4>();
         for (b, lane) in neg_bias.iter_mut().zip(lanes) {
             *b = -128 * lane.iter().map(|&q| i32::from(q)).sum::<i32>();
         }
+        Self::from_parts(d, qs, neg_bias)
+    }
+
+    /// The block from parts a kernel computed itself; `neg_bias` must be
+    /// the lane sums [`ActBlock::new`] would compute.
+    pub(crate) fn from_parts(d: f16, qs: [i8; QK8_0], neg_bias: [i32; 8]) -> Self {
         Self {
             qs,
             neg_bias,
@@ -49,21 +57,26 @@ impl ActBlock {
         }
     }
 
+    /// Quantizes one block with the portable code.
+    pub(crate) fn quantize(x: &[f32; QK8_0]) -> Self {
+        let (d, qs) = quantize_block_q8_0(x);
+        Self::new(d, qs)
+    }
+
     /// The block as GGML stores it (the f32 scale narrows back exactly).
     fn to_block(self) -> BlockQ8_0 {
         BlockQ8_0::new(f16::from_f32(self.d), self.qs)
     }
 }
 
-/// Fills `blocks` (reusing its allocation) with the quantized `x`.
-fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32]) {
+/// Fills `blocks` (reusing its allocation) with the quantized `x`, with
+/// the selected kernel's quantizer (all of them give the same bytes).
+fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
     let (chunks, rest) = x.as_chunks::<QK8_0>();
     debug_assert!(rest.is_empty(), "length checked by the caller");
-    blocks.clear();
-    blocks.extend(chunks.iter().map(|c| {
-        let (d, qs) = quantize_block_q8_0(c);
-        ActBlock::new(d, qs)
-    }));
+    // Only a change of length writes the buffer twice.
+    blocks.resize(chunks.len(), ActBlock::zeroed());
+    k.quantize_act(chunks, blocks);
 }
 
 /// An activation vector quantized to Q8_0, reused across matvecs.
@@ -105,8 +118,13 @@ impl QuantizedVector {
     /// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of
     /// 32; the vector is left unchanged.
     pub fn quantize_from(&mut self, x: &[f32]) -> Result<(), QuantError> {
+        self.quantize_with(selected().1, x)
+    }
+
+    /// [`quantize_from`](Self::quantize_from) with a given kernel.
+    pub(crate) fn quantize_with(&mut self, k: Dispatch, x: &[f32]) -> Result<(), QuantError> {
         blocks_for(x.len())?;
-        quantize_into(&mut self.blocks, x);
+        quantize_into(&mut self.blocks, x, k);
         Ok(())
     }
 
@@ -162,7 +180,7 @@ impl QuantizedBatch {
         if cols == 0 || !x.len().is_multiple_of(cols) {
             return Err(QuantError::BatchShape { len: x.len(), cols });
         }
-        quantize_into(&mut self.blocks, x);
+        quantize_into(&mut self.blocks, x, selected().1);
         self.rows = x.len() / cols;
         self.cols = cols;
         Ok(())

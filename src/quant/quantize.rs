@@ -77,18 +77,38 @@ fn round_away(v: f32) -> i8 {
     q as i8 // -127..=127
 }
 
+/// GGML's running `amax = MAX(amax, |x|)` over the block, in order.
+///
+/// Without NaN the running maximum is the plain maximum, which does not
+/// depend on the order, so it is taken over eight independent lanes (one
+/// vector max per 8 values); a block holding a NaN takes the sequential
+/// loop, whose result depends on where the NaN sits.
+#[inline(always)]
+fn block_amax(x: &[f32; QK8_0]) -> f32 {
+    // GGML's MAX(a, b) = a > b ? a : b: yields `b` whenever the comparison
+    // is false, including when either side is NaN.
+    let ggml_max = |a: f32, b: f32| if a > b { a } else { b };
+    let (lanes, _) = x.as_chunks::<8>();
+    let mut m = [0.0f32; 8];
+    let mut nan = false;
+    for lane in lanes {
+        for (m, &v) in m.iter_mut().zip(lane) {
+            nan |= v.is_nan();
+            *m = ggml_max(*m, v.abs());
+        }
+    }
+    if nan {
+        return x.iter().fold(0.0, |amax, &v| ggml_max(amax, v.abs()));
+    }
+    m.into_iter().fold(0.0, ggml_max)
+}
+
 /// Quantizes one block of 32 values; returns the scale and the weights.
 ///
 /// See the [module documentation](self) for the exact rule.
 #[inline]
 pub fn quantize_block_q8_0(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
-    let mut amax = 0.0f32;
-    for &v in x {
-        let a = v.abs();
-        // GGML's MAX(amax, a): keeps `a` whenever the comparison is false,
-        // including when either side is NaN.
-        amax = if amax > a { amax } else { a };
-    }
+    let amax = block_amax(x);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut qs = [0i8; QK8_0];

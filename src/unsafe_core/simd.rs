@@ -23,7 +23,7 @@ pub(crate) use arm::NeonToken;
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use crate::quant::activation::ActBlock;
-    use crate::quant::block::BlockQ8_0;
+    use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
 
     /// Proof that the CPU has AVX2, FMA and F16C.
@@ -57,6 +57,13 @@ mod x86 {
             // fma and f16c. Checked by:
             // tests/prop_quant.rs::avx2_matvec_matches_dot
             unsafe { avx2::matvec_q8(w, nb, x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn quantize_act(self, x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_quantize_matches_scalar
+            unsafe { avx2::quantize_act(x, out) }
         }
 
         #[inline]

@@ -52,6 +52,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
+use super::quantize::QuantError;
 use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
 #[cfg(target_arch = "aarch64")]
 use crate::unsafe_core::simd::NeonToken;
@@ -90,6 +91,9 @@ pub enum KernelError {
     /// The operands' shapes do not match.
     #[error(transparent)]
     Shape(#[from] ShapeError),
+    /// The input cannot be quantized.
+    #[error(transparent)]
+    Quant(#[from] QuantError),
 }
 
 impl Kernel {
@@ -120,6 +124,18 @@ impl Kernel {
     /// [`FORCE_SCALAR_ENV`] was `1` at that first call.
     pub fn selected() -> Kernel {
         selected().0
+    }
+
+    /// [`QuantizedVector::quantize_from`] with this kernel's quantizer
+    /// (every kernel writes the same bytes; they differ in speed).
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if `x.len()` is not a multiple of 32.
+    pub fn quantize(self, x: &[f32], into: &mut QuantizedVector) -> Result<(), KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        Ok(into.quantize_with(k, x)?)
     }
 
     /// Dot product of a Q8_0 weight row with a quantized activation, with
@@ -309,6 +325,20 @@ impl Dispatch {
             Dispatch::AvxVnni(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
+        }
+    }
+
+    /// See `scalar::quantize_act`; every kernel writes the same bytes.
+    #[inline]
+    pub(crate) fn quantize_act(self, x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.quantize_act(x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().quantize_act(x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().quantize_act(x, out),
+            _ => scalar::quantize_act(x, out),
         }
     }
 

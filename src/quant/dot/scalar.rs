@@ -5,7 +5,7 @@
 //! as GGML's scalar `ggml_vec_dot_q8_0_q8_0` does.
 
 use crate::quant::activation::ActBlock;
-use crate::quant::block::BlockQ8_0;
+use crate::quant::block::{BlockQ8_0, QK8_0};
 
 /// Exact integer dot product of one weight block and one activation block.
 #[inline(always)]
@@ -39,6 +39,18 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
 /// If `x.len() != nb` or `w.len() != nb * out.len()`.
 pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
     for_rows(w, nb, x.len(), out, |row| dot_q8(row, x));
+}
+
+/// Quantizes each 32-value chunk of `x` into the matching block of `out`.
+///
+/// # Panics
+///
+/// If `x.len() != out.len()`.
+pub(crate) fn quantize_act(x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
+    assert_eq!(x.len(), out.len(), "quantize_act: block counts differ");
+    for (o, c) in out.iter_mut().zip(x) {
+        *o = ActBlock::quantize(c);
+    }
 }
 
 /// Dot product of two f32 slices, accumulated left to right.

@@ -18,8 +18,10 @@
 
 use core::arch::x86_64::*;
 
+use half::f16;
+
 use crate::quant::activation::ActBlock;
-use crate::quant::block::BlockQ8_0;
+use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
 
 /// The f16 scale of a weight block, widened with `vcvtph2ps`.
@@ -122,4 +124,94 @@ pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn matvec_f32(w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
     for_rows(w, cols, x.len(), out, |row| dot_f32(row, x));
+}
+
+/// Quantizes each 32-value chunk of `x` into the matching block of `out`,
+/// byte for byte as the portable quantizer (`quant::quantize`).
+///
+/// # Panics
+///
+/// If `x.len() != out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_act(x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
+    assert_eq!(x.len(), out.len(), "quantize_act: block counts differ");
+    for (o, c) in out.iter_mut().zip(x) {
+        *o = quantize_block(c);
+    }
+}
+
+/// One block, vectorised. Each step mirrors `quantize_block_q8_0`:
+///
+/// * `amax`: without NaN in the block, GGML's running maximum is the plain
+///   maximum, which `vmaxps` computes in any order; a block with a NaN
+///   takes the portable code, whose result depends on the NaN's position;
+/// * `d` and `1 / d` are the same scalar f32 operations;
+/// * `x * id` is the same product per lane; NaN lanes become 0 and the
+///   rest are clamped to `-127..=127` before rounding, as the portable
+///   code does;
+/// * rounding half away from zero is truncation (`vroundps` toward zero)
+///   plus one where the exact remainder is at least one half in size;
+/// * the values pack to bytes without saturating, and the lane sums come
+///   from the packed bytes with the same `vpmaddubsw`/`vpmaddwd` pair the
+///   dot kernel uses.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_block(x: &[f32; QK8_0]) -> ActBlock {
+    let v: [__m256; 4] = bytemuck::cast(*x);
+    let sign = _mm256_set1_ps(-0.0);
+    let unord = |a: __m256| _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a);
+    let any_nan = _mm256_or_ps(
+        _mm256_or_ps(unord(v[0]), unord(v[1])),
+        _mm256_or_ps(unord(v[2]), unord(v[3])),
+    );
+    if _mm256_movemask_ps(any_nan) != 0 {
+        return ActBlock::quantize(x);
+    }
+    let abs = |a: __m256| _mm256_andnot_ps(sign, a);
+    let m = _mm256_max_ps(
+        _mm256_max_ps(abs(v[0]), abs(v[1])),
+        _mm256_max_ps(abs(v[2]), abs(v[3])),
+    );
+    let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    let amax = _mm_cvtss_f32(m);
+
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let idv = _mm256_set1_ps(id);
+    let (lo, hi) = (_mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
+    let (half, one) = (_mm256_set1_ps(0.5), _mm256_set1_ps(1.0));
+    let round = |a: __m256| {
+        let s = _mm256_mul_ps(a, idv);
+        let s = _mm256_andnot_ps(unord(s), s); // NaN -> +0
+        let s = _mm256_min_ps(_mm256_max_ps(s, lo), hi);
+        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(s);
+        let f = _mm256_sub_ps(s, t);
+        let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
+        let down = _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_LE_OQ>(f, _mm256_sub_ps(_mm256_setzero_ps(), half)),
+            one,
+        );
+        _mm256_cvtps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), down))
+    };
+    let q = [round(v[0]), round(v[1]), round(v[2]), round(v[3])];
+    // packs interleave the 128-bit halves; the permute restores the order.
+    let q16a = _mm256_packs_epi32(q[0], q[1]);
+    let q16b = _mm256_packs_epi32(q[2], q[3]);
+    let q8 = _mm256_packs_epi16(q16a, q16b);
+    let q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    let sums = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), q8),
+        _mm256_set1_epi16(1),
+    );
+    let neg_bias = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<7>(sums));
+    // No NaN reaches here, and for every other value `vcvtps2ph` with
+    // round-to-nearest-even is `f16::from_f32`.
+    let d16 = _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(d)));
+    ActBlock::from_parts(
+        f16::from_bits(d16 as u16),
+        bytemuck::cast(q8),
+        bytemuck::cast(neg_bias),
+    )
 }
