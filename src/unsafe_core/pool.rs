@@ -424,7 +424,10 @@ impl Shared {
                     continue;
                 }
             }
-            guard = self.wake.wait(guard).unwrap_or_else(PoisonError::into_inner);
+            guard = self
+                .wake
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
