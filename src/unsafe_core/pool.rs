@@ -207,9 +207,7 @@ impl RawPool {
             return;
         }
         let Some(busy) = BusyGuard::try_acquire(&self.shared.busy) else {
-            for id in 0..n {
-                f(id, n);
-            }
+            run_inline(f, n);
             return;
         };
 
@@ -480,6 +478,24 @@ fn worker_main(shared: &Shared, id: usize) {
         // that sees the count ([P-done]). After this increment the job's
         // closure may be gone: we must not touch `job` again.
         shared.done.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Runs every share on the calling thread, with the same panic contract as
+/// a pooled dispatch: all shares run, then the first panic is resumed.
+#[cold]
+fn run_inline<F>(f: &F, n: usize)
+where
+    F: Fn(usize, usize) + Sync,
+{
+    let mut first_panic = None;
+    for id in 0..n {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| f(id, n))) {
+            first_panic.get_or_insert(payload);
+        }
+    }
+    if let Some(payload) = first_panic {
+        panic::resume_unwind(payload);
     }
 }
 
