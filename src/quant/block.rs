@@ -51,7 +51,7 @@ mod tests {
 
     #[test]
     fn casts_from_unaligned_bytes() {
-        let mut bytes = vec![0u8; 1 + 2 * 34];
+        let mut bytes = [0u8; 1 + 2 * 34];
         let one = f16::from_f32(1.0).to_le_bytes();
         bytes[1] = one[0];
         bytes[2] = one[1];
