@@ -22,7 +22,10 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
   fi
 fi
 
-# Many-seeds would multiply the run time; one seed with weak memory
-# emulation (Miri's default) and preemption (default rate) is the CI run.
-export MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance"
-cargo +nightly miri test --lib -- unsafe_core pool::tests quant
+# Once over everything, with weak-memory emulation and random preemption
+# (Miri's defaults) ...
+base="${MIRIFLAGS:-} -Zmiri-strict-provenance"
+MIRIFLAGS="$base" cargo +nightly miri test --lib -- unsafe_core pool::tests quant
+# ... then the pool protocol under 16 scheduler seeds, each a different
+# interleaving of the workers.
+MIRIFLAGS="$base -Zmiri-many-seeds=0..16" cargo +nightly miri test --lib -- unsafe_core::pool
