@@ -675,7 +675,7 @@ impl<'a, T> DisjointChunks<'a, T> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, range: Range<usize>) -> &'a mut [T] {
         debug_assert!(range.start <= range.end && range.end <= self.len);
-        // SAFETY: [DISJOINT-SPLIT]/[DISJOINT-CURSOR] the range is in bounds
+        // SAFETY: [DISJOINT-CURSOR] the range is in bounds
         // of the original `&'a mut [T]` and not aliased (caller's contract).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
     }
