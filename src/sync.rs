@@ -73,7 +73,7 @@ mod imp {
         #[inline]
         pub(crate) fn keep_spinning(&mut self) -> bool {
             self.rounds = self.rounds.wrapping_add(1);
-            if self.rounds % Self::ROUNDS_PER_CLOCK_READ != 0 {
+            if !self.rounds.is_multiple_of(Self::ROUNDS_PER_CLOCK_READ) {
                 return true;
             }
             match self.deadline {

@@ -126,6 +126,15 @@ impl ThreadPool {
     /// # Ok::<(), inferno_cpu::PoolError>(())
     /// ```
     ///
+    /// Shares run on several threads at once, so the closure must be
+    /// `Sync`; one that mutates through a `Cell` does not compile:
+    ///
+    /// ```compile_fail
+    /// let pool = inferno_cpu::ThreadPool::new(2).unwrap();
+    /// let count = std::cell::Cell::new(0);
+    /// pool.dispatch(|_, _| count.set(count.get() + 1));
+    /// ```
+    ///
     /// # Panics
     ///
     /// Resumes the first panic raised by any share, after all shares ended.

@@ -72,7 +72,10 @@ pub fn default_threads() -> usize {
 
 #[cfg(target_os = "linux")]
 fn performance_cores() -> Option<usize> {
-    linux_performance_cores(Path::new("/sys/devices/system/cpu"), Path::new("/sys/devices"))
+    linux_performance_cores(
+        Path::new("/sys/devices/system/cpu"),
+        Path::new("/sys/devices"),
+    )
 }
 
 #[cfg(target_os = "macos")]
@@ -128,7 +131,12 @@ fn linux_performance_cores(cpu_root: &Path, devices_root: &Path) -> Option<usize
     for cpu in cpus {
         let topo = cpu_root.join(format!("cpu{cpu}/topology"));
         let read = |name: &str| -> Option<String> {
-            Some(std::fs::read_to_string(topo.join(name)).ok()?.trim().to_owned())
+            Some(
+                std::fs::read_to_string(topo.join(name))
+                    .ok()?
+                    .trim()
+                    .to_owned(),
+            )
         };
         let key = match (read("physical_package_id"), read("core_id")) {
             (Some(package), Some(core)) => (package, core),
@@ -183,15 +191,23 @@ mod tests {
     #[test]
     fn parses_cpu_lists() {
         let list = parse_cpu_list("0-3,8,10-11\n").unwrap();
-        assert_eq!(list.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            list.into_iter().collect::<Vec<_>>(),
+            [0, 1, 2, 3, 8, 10, 11]
+        );
         assert!(parse_cpu_list("3-1").is_none());
         assert!(parse_cpu_list("x").is_none());
         assert!(parse_cpu_list("0-99999999999").is_none());
     }
 
     /// Writes a fake sysfs: `cores[i] = (core_id, capacity)` for cpu i.
-    fn fake_sysfs(name: &str, cores: &[(u32, Option<u32>)], p_cores: Option<&str>) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("inferno-sysfs-{name}-{}", std::process::id()));
+    fn fake_sysfs(
+        name: &str,
+        cores: &[(u32, Option<u32>)],
+        p_cores: Option<&str>,
+    ) -> std::path::PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("inferno-sysfs-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         let cpu_root = root.join("system/cpu");
         fs::create_dir_all(&cpu_root).unwrap();
@@ -202,7 +218,11 @@ mod tests {
             fs::write(topo.join("physical_package_id"), "0\n").unwrap();
             fs::write(topo.join("core_id"), format!("{core}\n")).unwrap();
             if let Some(c) = capacity {
-                fs::write(cpu_root.join(format!("cpu{cpu}/cpu_capacity")), format!("{c}\n")).unwrap();
+                fs::write(
+                    cpu_root.join(format!("cpu{cpu}/cpu_capacity")),
+                    format!("{c}\n"),
+                )
+                .unwrap();
             }
         }
         if let Some(list) = p_cores {
@@ -216,24 +236,48 @@ mod tests {
     fn smt_siblings_count_once() {
         // 4 logical CPUs, 2 cores with 2 threads each.
         let root = fake_sysfs("smt", &[(0, None), (1, None), (0, None), (1, None)], None);
-        assert_eq!(linux_performance_cores(&root.join("system/cpu"), &root), Some(2));
+        assert_eq!(
+            linux_performance_cores(&root.join("system/cpu"), &root),
+            Some(2)
+        );
         fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn intel_hybrid_keeps_p_cores() {
         // CPUs 0-3: two SMT P-cores; CPUs 4-7: four E-cores.
-        let cores = [(0, None), (0, None), (4, None), (4, None), (8, None), (9, None), (10, None), (11, None)];
+        let cores = [
+            (0, None),
+            (0, None),
+            (4, None),
+            (4, None),
+            (8, None),
+            (9, None),
+            (10, None),
+            (11, None),
+        ];
         let root = fake_sysfs("hybrid", &cores, Some("0-3\n"));
-        assert_eq!(linux_performance_cores(&root.join("system/cpu"), &root), Some(2));
+        assert_eq!(
+            linux_performance_cores(&root.join("system/cpu"), &root),
+            Some(2)
+        );
         fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn big_little_keeps_largest_capacity() {
-        let cores = [(0, Some(512)), (1, Some(512)), (2, Some(1024)), (3, Some(1024)), (4, Some(1024))];
+        let cores = [
+            (0, Some(512)),
+            (1, Some(512)),
+            (2, Some(1024)),
+            (3, Some(1024)),
+            (4, Some(1024)),
+        ];
         let root = fake_sysfs("biglittle", &cores, None);
-        assert_eq!(linux_performance_cores(&root.join("system/cpu"), &root), Some(3));
+        assert_eq!(
+            linux_performance_cores(&root.join("system/cpu"), &root),
+            Some(3)
+        );
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -23,14 +23,36 @@ use crate::sync::{
     self, thread, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, SpinBudget, UnsafeCell,
 };
 
-/// A type-erased `&F` where `F: Fn(usize, usize) + Sync`: the function that
-/// knows `F` and the pointer to the closure.
-type Call = unsafe fn(*const (), usize, usize);
+/// Runs share `id` of `n` of a type-erased job: `call(ctx, data, len, id,
+/// n)`. The function knows the closure's type `F` (and, for chunked jobs,
+/// the element type `T`).
+type Call = unsafe fn(*const (), *mut (), usize, usize, usize);
 
+/// A type-erased job: the closure `&F` behind `ctx`, and for chunked jobs
+/// the slice being split (`data`, `len`). Carrying the slice in the job
+/// itself, on the cache line the workers already fetch to see the
+/// generation, saves each worker a dependent miss on the caller's stack.
 #[derive(Clone, Copy)]
 struct Job {
     call: Call,
     ctx: *const (),
+    data: *mut (),
+    len: usize,
+}
+
+impl Job {
+    /// Runs share `id` of `n`.
+    ///
+    /// # Safety
+    ///
+    /// The borrows the job was built from (by `dispatch` or
+    /// `for_each_chunk_mut`) are alive, and for chunked jobs no other live
+    /// reference overlaps chunk `id` of `n`.
+    #[inline(always)]
+    unsafe fn run(self, id: usize, n: usize) {
+        // SAFETY: [POOL-CTX] forwarded from this function's contract.
+        unsafe { (self.call)(self.ctx, self.data, self.len, id, n) }
+    }
 }
 
 /// What the workers find when the generation moves.
@@ -54,21 +76,36 @@ const GEN_SHIFT: u32 = 1;
 /// its core (workers woken from a park need the OS to run them).
 const DONE_SPINS_BEFORE_YIELD: u32 = 1 << 14;
 
-/// State shared by the dispatcher and every worker.
-///
-/// `state` is written by the dispatcher once per job and read in a loop by
-/// every spinning worker; `done` is written by every worker once per job and
-/// read in a loop by the dispatcher. Each sits alone on its cache line so
-/// the two traffic patterns do not collide (false sharing, [P-layout]).
-struct Shared {
+/// What the dispatcher writes once per job and every spinning worker reads:
+/// one cache line, so a worker that sees the new generation gets the job
+/// with the same line transfer ([P-layout]).
+struct Board {
     /// `generation << 1 | PARKED`.
-    state: CachePadded<AtomicUsize>,
-    /// Workers that finished the current generation's job.
-    done: CachePadded<AtomicUsize>,
-    /// Held by the one thread currently dispatching ([P-busy]).
-    busy: CachePadded<AtomicBool>,
+    state: AtomicUsize,
     /// The job of the current generation ([P-publish]).
     mailbox: UnsafeCell<Mailbox>,
+}
+
+/// What every worker writes once per job and the dispatcher reads.
+struct Tally {
+    /// Jobs finished by workers, summed over all generations: after
+    /// generation `g` the dispatcher waits for `g * workers` ([P-done]).
+    done: AtomicUsize,
+    /// Set when a worker stored a panic payload during the current job.
+    panicked: AtomicBool,
+}
+
+/// State shared by the dispatcher and every worker.
+///
+/// The board is written by the dispatcher and read in a loop by every
+/// spinning worker; the tally is written by every worker and read in a
+/// loop by the dispatcher. Each sits alone on its cache line so the two
+/// traffic patterns do not collide (false sharing, [P-layout]).
+struct Shared {
+    board: CachePadded<Board>,
+    tally: CachePadded<Tally>,
+    /// Held by the one thread currently dispatching ([P-busy]).
+    busy: CachePadded<AtomicBool>,
     /// The first panic payload caught on a worker during the current job.
     panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
     /// Guards the park/wake handshake ([P-park]).
@@ -149,10 +186,15 @@ impl RawPool {
             return Err(PoolError::ZeroThreads);
         }
         let shared = Arc::new(Shared {
-            state: CachePadded::new(AtomicUsize::new(0)),
-            done: CachePadded::new(AtomicUsize::new(0)),
+            board: CachePadded::new(Board {
+                state: AtomicUsize::new(0),
+                mailbox: UnsafeCell::new(Mailbox::Empty),
+            }),
+            tally: CachePadded::new(Tally {
+                done: AtomicUsize::new(0),
+                panicked: AtomicBool::new(false),
+            }),
             busy: CachePadded::new(AtomicBool::new(false)),
-            mailbox: UnsafeCell::new(Mailbox::Empty),
             panic: Mutex::new(None),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
@@ -197,27 +239,67 @@ impl RawPool {
     /// When another dispatch holds the pool (a second thread, or a job
     /// dispatching from inside itself), every share runs inline on the
     /// calling thread instead ([P-busy]).
+    #[inline]
     pub(crate) fn dispatch<F>(&self, f: &F)
     where
         F: Fn(usize, usize) + Sync,
     {
+        let job = Job {
+            call: call_plain::<F>,
+            ctx: (f as *const F).cast::<()>(),
+            data: std::ptr::null_mut(),
+            len: 0,
+        };
+        // SAFETY: [POOL-CTX] `job` borrows only `f`, which outlives this
+        // call. Checked by: tests/loom_pool.rs::panic_in_share, Miri.
+        unsafe { self.execute(job) }
+    }
+
+    /// Splits `data` into `self.threads()` contiguous chunks with
+    /// [`split`] and runs `f(range, chunk)` on each non-empty one from its
+    /// own share.
+    #[inline]
+    pub(crate) fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: &F)
+    where
+        T: Send,
+        F: Fn(Range<usize>, &mut [T]) + Sync,
+    {
+        let job = Job {
+            call: call_chunk::<T, F>,
+            ctx: (f as *const F).cast::<()>(),
+            data: data.as_mut_ptr().cast::<()>(),
+            len: data.len(),
+        };
+        // SAFETY: [DISJOINT-SPLIT] `job` borrows `f` and `data`, both alive
+        // for this call; `data` is exclusively ours (`&mut`) and `execute`
+        // runs each share id once, so the chunks `call_chunk` makes from
+        // `split` never overlap. `T: Send` because chunks go to workers.
+        // Checked by: tests/prop_split.rs::chunks_touch_each_once,
+        // tests/loom_pool.rs::chunk_writes_visible, Miri.
+        unsafe { self.execute(job) }
+    }
+
+    /// Runs every share of `job` (share 0 on this thread) and returns when
+    /// all have finished, resuming the first panic of any share.
+    ///
+    /// # Safety
+    ///
+    /// The borrows `job` was built from outlive this call, and running each
+    /// share id of `0..threads` once is sound for it (`Job::run`).
+    unsafe fn execute(&self, job: Job) {
         let n = self.shared.threads;
         if n == 1 {
-            f(0, 1);
+            // SAFETY: [POOL-CTX] this function's contract.
+            unsafe { job.run(0, 1) };
             return;
         }
         let Some(busy) = BusyGuard::try_acquire(&self.shared.busy) else {
-            for id in 0..n {
-                f(id, n);
-            }
+            // SAFETY: [POOL-CTX] this function's contract.
+            unsafe { run_inline(job, n) };
             return;
         };
 
-        let job = Job {
-            call: call::<F>,
-            ctx: (f as *const F).cast::<()>(),
-        };
-        self.shared.mailbox.with_mut(|slot| {
+        self.shared.board.mailbox.with_mut(|slot| {
             // SAFETY: [POOL-MAILBOX] we hold `busy`, so no other dispatcher
             // writes the mailbox, and every worker finished reading the
             // previous job before its Release increment of `done`, which our
@@ -226,28 +308,22 @@ impl RawPool {
             // tests/loom_pool.rs::repeated_generations, ::busy_two_dispatchers.
             unsafe { *slot = Mailbox::Run(job) }
         });
-        // Relaxed: ordered before the workers' reads by the Release publish
-        // below ([P-done]).
-        self.shared.done.store(0, Ordering::Relaxed);
-        self.shared.publish();
+        let generation = self.shared.publish();
 
-        let mine = panic::catch_unwind(AssertUnwindSafe(|| f(0, n)));
-        // Whatever share 0 did, `f` must outlive every worker's use of it:
-        // wait for all of them before anything can unwind past this frame.
-        self.shared.wait_done(n - 1);
-        self.shared.mailbox.with_mut(|slot| {
+        // SAFETY: [POOL-CTX] this function's contract.
+        let mine = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run(0, n) }));
+        // Whatever share 0 did, the job's borrows must outlive every
+        // worker's use of them: wait for all of them before anything can
+        // unwind past this frame.
+        self.shared.wait_done(generation.wrapping_mul(n - 1));
+        self.shared.board.mailbox.with_mut(|slot| {
             // SAFETY: [POOL-MAILBOX] every worker finished this job (Acquire
             // on `done` in `wait_done`) and none reads the mailbox again
             // before the next publish, which only a `busy` holder makes.
             // Checked by: tests/loom_pool.rs::repeated_generations.
             unsafe { *slot = Mailbox::Empty }
         });
-        let theirs = self
-            .shared
-            .panic
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let theirs = self.shared.take_panic();
         drop(busy);
         if let Err(payload) = mine {
             panic::resume_unwind(payload);
@@ -255,32 +331,6 @@ impl RawPool {
         if let Some(payload) = theirs {
             panic::resume_unwind(payload);
         }
-    }
-
-    /// Splits `data` into `self.threads()` contiguous chunks with
-    /// [`split`] and runs `f(range, chunk)` on each from its own share.
-    pub(crate) fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: &F)
-    where
-        T: Send,
-        F: Fn(Range<usize>, &mut [T]) + Sync,
-    {
-        let chunks = DisjointChunks::new(data);
-        let len = chunks.len;
-        self.dispatch(&|id, n| {
-            let range = split(len, id, n);
-            if range.is_empty() {
-                return;
-            }
-            // SAFETY: [DISJOINT-SPLIT] `dispatch` calls this closure exactly
-            // once per id in 0..n (loom: tests/loom_pool.rs, every model's
-            // conservation assert), and `split` gives distinct ids disjoint
-            // ranges inside 0..len (proptest: tests/prop_split.rs). The
-            // borrow of `data` outlives the dispatch, which returns only
-            // after every share finished. Checked by: tests/prop_split.rs,
-            // tests/loom_pool.rs::chunk_writes_visible, Miri.
-            let chunk = unsafe { chunks.slice(range.clone()) };
-            f(range, chunk);
-        });
     }
 
     /// Hands out `chunk`-sized ranges of `data` from a shared atomic cursor,
@@ -321,7 +371,7 @@ impl Drop for RawPool {
         if self.workers.is_empty() {
             return;
         }
-        self.shared.mailbox.with_mut(|slot| {
+        self.shared.board.mailbox.with_mut(|slot| {
             // SAFETY: [POOL-MAILBOX] `&mut self`: no dispatch is in flight
             // (each one waits for every worker before returning), so no
             // worker is reading the mailbox. Checked by:
@@ -339,21 +389,25 @@ impl Drop for RawPool {
 
 impl Shared {
     /// Moves the generation on, publishing the mailbox, and wakes parked
-    /// workers if there are any ([P-publish], [P-park]).
+    /// workers if there are any ([P-publish], [P-park]). Returns the new
+    /// generation.
     #[inline]
-    fn publish(&self) {
+    fn publish(&self) -> usize {
         // Relaxed: only `busy` holders (or `Drop`) change the generation
         // bits, and we synchronised with the previous one through `busy`.
-        let generation = self.state.load(Ordering::Relaxed) >> GEN_SHIFT;
-        let next = generation.wrapping_add(1) << GEN_SHIFT;
+        let generation = (self.board.state.load(Ordering::Relaxed) >> GEN_SHIFT).wrapping_add(1);
+        let next = generation << GEN_SHIFT;
         // Release: the mailbox write above happens-before any worker's
         // Acquire load that sees `next` ([P-publish]). A swap, not a store:
         // it reads the latest `PARKED` bit in `state`'s modification order,
         // which is what makes the park handshake lose no wake-up ([P-park]).
-        let previous = self.state.swap(next, Ordering::Release);
+        let previous = self.board.state.swap(next, Ordering::Release);
         if previous & PARKED != 0 {
             self.wake_parked();
         }
+        // The generation keeps `usize::BITS - 1` bits, so it wraps after
+        // 2^63 jobs on 64-bit targets, centuries at any dispatch rate.
+        next >> GEN_SHIFT
     }
 
     #[cold]
@@ -364,14 +418,15 @@ impl Shared {
         self.wake.notify_all();
     }
 
-    /// Spins until `done == target`, then yields between checks.
+    /// Spins until the done tally reaches `target`, then yields between
+    /// checks.
     #[inline]
     fn wait_done(&self, target: usize) {
         let mut spins = 0u32;
         // Acquire: pairs with each worker's Release increment, so their
         // writes (the job's output) are visible once we see `target`
         // ([P-done]).
-        while self.done.load(Ordering::Acquire) != target {
+        while self.tally.done.load(Ordering::Acquire) != target {
             if spins < DONE_SPINS_BEFORE_YIELD {
                 spins += 1;
                 sync::spin_loop();
@@ -389,7 +444,7 @@ impl Shared {
         loop {
             // Acquire: pairs with the Release swap in `publish`, making the
             // mailbox write visible ([P-publish]).
-            let generation = self.state.load(Ordering::Acquire) >> GEN_SHIFT;
+            let generation = self.board.state.load(Ordering::Acquire) >> GEN_SHIFT;
             if generation != seen {
                 return generation;
             }
@@ -406,7 +461,7 @@ impl Shared {
         let mut guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             // Acquire: as in `wait_for_job`.
-            let state = self.state.load(Ordering::Acquire);
+            let state = self.board.state.load(Ordering::Acquire);
             let generation = state >> GEN_SHIFT;
             if generation != seen {
                 return generation;
@@ -417,6 +472,7 @@ impl Shared {
                 // re-read. Relaxed: the bit carries no data; the job is
                 // synchronised by the Acquire load above once we wake.
                 if self
+                    .board
                     .state
                     .compare_exchange(state, state | PARKED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_err()
@@ -424,7 +480,10 @@ impl Shared {
                     continue;
                 }
             }
-            guard = self.wake.wait(guard).unwrap_or_else(PoisonError::into_inner);
+            guard = self
+                .wake
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -434,6 +493,25 @@ impl Shared {
         if slot.is_none() {
             *slot = Some(payload);
         }
+        // Relaxed: published by the worker's Release `done` increment that
+        // follows ([P-panic]).
+        self.tally.panicked.store(true, Ordering::Relaxed);
+    }
+
+    /// The panic a worker caught during the job that just finished, if any.
+    /// Only the dispatcher calls this, after `wait_done`.
+    #[inline]
+    fn take_panic(&self) -> Option<Box<dyn Any + Send + 'static>> {
+        // Relaxed: `wait_done`'s Acquire already ordered every worker's
+        // store before this load ([P-panic]).
+        if !self.tally.panicked.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.tally.panicked.store(false, Ordering::Relaxed);
+        self.panic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 
@@ -443,7 +521,7 @@ fn worker_main(shared: &Shared, id: usize) {
     let mut seen = 0;
     loop {
         seen = shared.wait_for_job(seen);
-        let mailbox = shared.mailbox.with(|slot| {
+        let mailbox = shared.board.mailbox.with(|slot| {
             // SAFETY: [POOL-MAILBOX] we observed the new generation with
             // Acquire, which synchronises with the Release publish that
             // followed the mailbox write, and the dispatcher does not write
@@ -458,17 +536,17 @@ fn worker_main(shared: &Shared, id: usize) {
             // with `Run` or `Stop` in the mailbox); count ourselves done so
             // a dispatcher could never hang on it.
             Mailbox::Empty => {
-                shared.done.fetch_add(1, Ordering::Release);
+                shared.tally.done.fetch_add(1, Ordering::Release);
                 continue;
             }
         };
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: [POOL-CTX] `job` was built by `dispatch::<F>` from a
-            // live `&F` with `call::<F>`; the dispatcher does not return (or
-            // unwind) before our `done` increment below, so the pointer is
-            // valid for the whole call. Checked by: tests/loom_pool.rs::
-            // panic_in_share, tests/pool_lifecycle.rs, Miri.
-            unsafe { (job.call)(job.ctx, id, shared.threads) }
+            // SAFETY: [POOL-CTX] the dispatcher's `execute` keeps the job's
+            // borrows alive and does not return (or unwind) before our
+            // `done` increment below; each worker runs only its own id.
+            // Checked by: tests/loom_pool.rs::panic_in_share,
+            // tests/pool_lifecycle.rs, Miri.
+            unsafe { job.run(id, shared.threads) }
         }));
         if let Err(payload) = outcome {
             shared.record_panic(payload);
@@ -476,22 +554,72 @@ fn worker_main(shared: &Shared, id: usize) {
         // Release: our share's writes happen-before the dispatcher's Acquire
         // that sees the count ([P-done]). After this increment the job's
         // closure may be gone: we must not touch `job` again.
-        shared.done.fetch_add(1, Ordering::Release);
+        shared.tally.done.fetch_add(1, Ordering::Release);
     }
 }
 
-/// Calls the `&F` behind `ctx`.
+/// Runs every share of `job` on the calling thread, with the same panic
+/// contract as a pooled dispatch: all shares run, then the first panic is
+/// resumed.
+///
+/// # Safety
+///
+/// As `RawPool::execute`.
+#[cold]
+unsafe fn run_inline(job: Job, n: usize) {
+    let mut first_panic = None;
+    for id in 0..n {
+        // SAFETY: [POOL-CTX] forwarded from this function's contract; ids
+        // run one after another, each once.
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run(id, n) }));
+        if let Err(payload) = outcome {
+            first_panic.get_or_insert(payload);
+        }
+    }
+    if let Some(payload) = first_panic {
+        panic::resume_unwind(payload);
+    }
+}
+
+/// Share `id` of a plain dispatch: calls the `&F` behind `ctx`.
 ///
 /// # Safety
 ///
 /// `ctx` must come from a `&F` that is alive for the whole call.
-unsafe fn call<F>(ctx: *const (), id: usize, n: usize)
+unsafe fn call_plain<F>(ctx: *const (), _data: *mut (), _len: usize, id: usize, n: usize)
 where
     F: Fn(usize, usize) + Sync,
 {
-    // SAFETY: [POOL-CTX] guaranteed by the caller (see `worker_main`).
+    // SAFETY: [POOL-CTX] guaranteed by the caller (see `Job::run`).
     let f = unsafe { &*ctx.cast::<F>() };
     f(id, n);
+}
+
+/// Share `id` of a chunked dispatch: calls the `&F` behind `ctx` with
+/// chunk `split(len, id, n)` of the `[T]` at `data`, if it is not empty.
+///
+/// # Safety
+///
+/// `ctx` must come from a `&F` and `data`/`len` from a `&mut [T]`, both
+/// alive for the whole call, and no other live reference may overlap
+/// chunk `id` of `n`.
+unsafe fn call_chunk<T, F>(ctx: *const (), data: *mut (), len: usize, id: usize, n: usize)
+where
+    F: Fn(Range<usize>, &mut [T]) + Sync,
+{
+    let range = split(len, id, n);
+    if range.is_empty() {
+        return;
+    }
+    // SAFETY: [POOL-CTX] guaranteed by the caller (see `Job::run`).
+    let f = unsafe { &*ctx.cast::<F>() };
+    // SAFETY: [DISJOINT-SPLIT] `range` lies in `0..len` of the caller's
+    // slice and overlaps no other share's chunk (caller's contract, and
+    // `split` tiles `0..len` disjointly). Checked by:
+    // tests/prop_split.rs::chunks_touch_each_once, Miri.
+    let chunk =
+        unsafe { std::slice::from_raw_parts_mut(data.cast::<T>().add(range.start), range.len()) };
+    f(range, chunk);
 }
 
 /// Releases `busy` on drop.
@@ -547,7 +675,7 @@ impl<'a, T> DisjointChunks<'a, T> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, range: Range<usize>) -> &'a mut [T] {
         debug_assert!(range.start <= range.end && range.end <= self.len);
-        // SAFETY: [DISJOINT-SPLIT]/[DISJOINT-CURSOR] the range is in bounds
+        // SAFETY: [DISJOINT-CURSOR] the range is in bounds
         // of the original `&'a mut [T]` and not aliased (caller's contract).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
     }
