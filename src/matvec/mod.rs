@@ -26,8 +26,8 @@
 //!
 //! The activation is quantized by the caller, once, into a reusable
 //! [`QuantizedVector`]; several matvecs sharing an input (q, k and v) can
-//! share it, and nothing here allocates per call except the rayon matmul's
-//! task list.
+//! share it. The matvecs allocate nothing; the matmuls allocate one small
+//! list of output slices per call.
 //!
 //! ```
 //! use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, Q8Matrix};

@@ -26,9 +26,9 @@
 //!
 //! Each result is a sum of the `nb` blocks' terms (or their lane parts),
 //! computed by a tree of at most `nb + 6` rounded operations deep per term,
-//! so by the standard bound for floating-point summation each result is
-//! within `gamma(nb + 6) * S` of the exact sum, where
-//! `gamma(n) = n * u / (1 - n * u)`, `u = 2^-24`, and
+//! so by the standard bound for floating-point summation (barring
+//! underflow) each result is within `gamma(nb + 6) * S` of the exact sum,
+//! where `gamma(n) = n * u / (1 - n * u)`, `u = 2^-24`, and
 //! `S = sum_b |d_w * d_x| * sum_j |w_j * x_j|` bounds the sum of the
 //! magnitudes of every term and lane part. Hence
 //!
