@@ -199,7 +199,15 @@ fn edge_values() {
     let (d, qs) = q(x);
     assert_eq!(d, f16::from_f32(2.0 / 127.0));
     assert_eq!((qs[0], qs[1], qs[2]), (0, 127, 32));
-    // ...but a NaN last in the block poisons d, and every weight is 0.
+    // ...and so is everything before the NaN: 100 saturates to 127.
+    let mut x = [0.5f32; 32];
+    x[0] = 100.0;
+    x[1] = f32::NAN;
+    x[2] = 2.0;
+    let (d, qs) = q(x);
+    assert_eq!(d, f16::from_f32(2.0 / 127.0));
+    assert_eq!((qs[0], qs[1], qs[2], qs[3]), (127, 0, 127, 32));
+    // A NaN last in the block poisons d, and every weight is 0.
     let mut x = [1.0f32; 32];
     x[31] = f32::NAN;
     let (d, qs) = q(x);

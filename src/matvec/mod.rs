@@ -25,7 +25,7 @@
 //! shared or of unequal speed.
 //!
 //! The activation is quantized by the caller, once, into a reusable
-//! [`QuantizedVector`]; several matvecs sharing an input (q, k and v) can
+//! [`QuantizedVector`](crate::quant::QuantizedVector); several matvecs sharing an input (q, k and v) can
 //! share it. The matvecs allocate nothing; the matmuls allocate one small
 //! list of output slices per call.
 //!

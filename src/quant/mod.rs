@@ -6,8 +6,45 @@
 //!   GGML's reference quantizer.
 //! * [`QuantizedVector`] / [`QuantizedBatch`]: activations quantized once
 //!   per matvec into reusable buffers.
-//! * [`Kernel`]: the scalar, AVX2, AVX-512 VNNI and NEON dot kernels, chosen
-//!   once at run time.
+//! * [`Kernel`]: the scalar, AVX2, AVX-512 VNNI, AVX-VNNI and NEON dot
+//!   kernels, chosen once at run time.
+//!
+//! # Quantization
+//!
+//! [`quantize_row_q8_0`] follows `quantize_row_q8_0_ref` of GGML
+//! (`ggml/src/ggml-quants.c`) step for step, so a row quantized here holds
+//! the same bytes as one quantized by llama.cpp or the `gguf` Python package:
+//!
+//! 1. `amax` is the running `MAX(amax, |x|)` over the block, with GGML's
+//!    macro `MAX(a, b) = a > b ? a : b` (this matters for NaN, see below);
+//! 2. `d = amax / 127` in f32, `id = d != 0 ? 1 / d : 0`;
+//! 3. `qs[j] = round(x[j] * id)`, rounding half away from zero;
+//! 4. `d` is stored as f16, rounded to nearest even (`id` uses the f32 `d`).
+//!
+//! # Non-finite and extreme inputs
+//!
+//! GGML's C code converts `round(x * id)` to `int8_t`, which is undefined
+//! behaviour in C when the value is NaN, infinite or outside the `int8_t`
+//! range. Those cases only arise from non-finite or extremely small
+//! inputs; this crate defines them as `NaN -> 0` and saturation to
+//! `-127..=127`, so every quantized value stays within `-127..=127` (the
+//! SIMD kernels rely on that for activations). Concretely:
+//!
+//! * GGML's `MAX` returns its second argument when a comparison involves
+//!   NaN, so a NaN element resets the running `amax` to NaN and the next
+//!   non-NaN element resets it to that element's magnitude: everything up
+//!   to the NaN is forgotten. The NaN element quantizes to 0, and earlier
+//!   elements larger than the final `amax` saturate to `+-127`;
+//! * a NaN as the last element to touch `amax` makes `d` NaN: every `qs` is
+//!   0 and the stored scale is a NaN;
+//! * an infinite `amax` gives `d = inf`, `id = 0`: every `qs` is 0 and the
+//!   stored scale is `inf`, so dequantizing gives NaN (`inf * 0`);
+//! * a finite `amax` above about `127 * 65504` overflows the f16 scale to
+//!   `inf`; the `qs` are still the usual ones;
+//! * an `amax` below about `127 * 2^-128` makes `1 / d` overflow to `inf`,
+//!   so nonzero elements saturate to `+-127` and zeros give NaN, hence 0; the
+//!   f16 scale underflows to 0, so the block dequantizes to zeros as it
+//!   would in GGML whatever the `qs` bytes.
 
 pub(crate) mod activation;
 pub(crate) mod block;

@@ -1,36 +1,5 @@
-//! Q8_0 quantization and dequantization, bit-identical to GGML's reference.
-//!
-//! [`quantize_row_q8_0`] follows `quantize_row_q8_0_ref` of GGML
-//! (`ggml/src/ggml-quants.c`) step for step, so a row quantized here holds
-//! the same bytes as one quantized by llama.cpp or the `gguf` Python package:
-//!
-//! 1. `amax` is the running `MAX(amax, |x|)` over the block, with GGML's
-//!    macro `MAX(a, b) = a > b ? a : b` (this matters for NaN, see below);
-//! 2. `d = amax / 127` in f32, `id = d != 0 ? 1 / d : 0`;
-//! 3. `qs[j] = round(x[j] * id)`, rounding half away from zero;
-//! 4. `d` is stored as f16, rounded to nearest even (`id` uses the f32 `d`).
-//!
-//! # Non-finite and extreme inputs
-//!
-//! GGML's C code converts `round(x * id)` to `int8_t`, which is undefined
-//! behaviour in C when the value is NaN or infinite. Those cases only arise
-//! from non-finite or extremely small inputs; this crate defines them as
-//! `NaN -> 0` and `+-inf -> +-127`, so every quantized value stays within
-//! `-127..=127` (the SIMD kernels rely on that for activations). Concretely:
-//!
-//! * a NaN element followed in its block by a non-NaN element is forgotten
-//!   by `amax` (GGML's `MAX` returns its second argument when a comparison
-//!   involves NaN); the NaN element itself quantizes to 0;
-//! * a NaN as the last element to touch `amax` makes `d` NaN: every `qs` is
-//!   0 and the stored scale is a NaN;
-//! * an infinite `amax` gives `d = inf`, `id = 0`: every `qs` is 0 and the
-//!   stored scale is `inf`, so dequantizing gives NaN (`inf * 0`);
-//! * a finite `amax` above about `127 * 65504` overflows the f16 scale to
-//!   `inf`; the `qs` are still the usual ones;
-//! * an `amax` below about `127 * 2^-128` makes `1 / d` overflow to `inf`,
-//!   so nonzero elements saturate to `+-127` and zeros give NaN, hence 0; the
-//!   f16 scale underflows to 0, so the block dequantizes to zeros as it
-//!   would in GGML whatever the `qs` bytes.
+//! Q8_0 quantization and dequantization, bit-identical to GGML's reference
+//! (the rule is documented on the [`quant`](crate::quant) module).
 
 use half::f16;
 use thiserror::Error;
@@ -105,7 +74,8 @@ fn block_amax(x: &[f32; QK8_0]) -> f32 {
 
 /// Quantizes one block of 32 values; returns the scale and the weights.
 ///
-/// See the [module documentation](self) for the exact rule.
+/// See the [`quant`](crate::quant) module documentation for the exact
+/// rule.
 #[inline]
 pub fn quantize_block_q8_0(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
     let amax = block_amax(x);

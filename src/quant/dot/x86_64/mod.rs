@@ -2,7 +2,8 @@
 //!
 //! The three Q8_0 kernels share everything but the integer part of a block
 //! (`block_lanes`), which yields the same eight exact `i32` lanes in each;
-//! the f32 part is [`q8_row_loop!`], so they return the same bits.
+//! the f32 part is the `q8_row_loop!` macro below, so they return the same
+//! bits.
 
 /// The Q8_0 row loop shared by the x86 kernels, expanded inside each
 /// kernel so it is compiled with that kernel's features: blocks alternate
