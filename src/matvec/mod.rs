@@ -19,10 +19,14 @@
 //!
 //! The pooled matvec splits rows statically with [`split`](crate::split)
 //! (one contiguous range per thread, written straight into `out`). Against
-//! the atomic-cursor variant the static split was as fast or faster on
-//! every decode shape on an idle machine (see `benches/matvec.rs`), so it
-//! is the default; the dynamic one is kept for machines whose cores are
-//! shared or of unequal speed.
+//! the atomic-cursor variant ([`matvec_q8_0_pool_dynamic`]) the static
+//! split was as fast or faster on every Qwen3-0.6B decode shape on an idle
+//! two-core machine (`benches/matvec.rs`; the dynamic one lost up to 15%
+//! to its extra atomic traffic), so the static split is the default. Where
+//! another process holds a core, neither helps: a dispatch returns only
+//! once every worker has run, so a descheduled worker stalls both for a
+//! scheduler time slice, and rayon, whose idle workers sleep and steal,
+//! degrades more gracefully there.
 //!
 //! The activation is quantized by the caller, once, into a reusable
 //! [`QuantizedVector`](crate::quant::QuantizedVector); several matvecs sharing an input (q, k and v) can
