@@ -12,6 +12,7 @@ use std::io::Write;
 use half::f16;
 
 use super::error::WriteError;
+use super::reader::Gguf;
 use super::types::GgmlType;
 use super::value::{Array, Value};
 use super::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
@@ -84,6 +85,28 @@ impl<'a> Writer<'a> {
             tensors: Vec::new(),
             names: HashSet::new(),
         }
+    }
+
+    /// A writer holding every key and tensor of `gguf`, in file order, with
+    /// its version and alignment; tensor data is borrowed, not copied.
+    /// Useful to copy a file with a few keys changed, and as a round-trip
+    /// check: writing it out and parsing the result gives back `gguf`'s keys,
+    /// values and tensor bytes.
+    ///
+    /// # Errors
+    ///
+    /// None for a `gguf` that came from the parser, which accepts only what
+    /// the writer can write; the `Result` covers the writer's own checks.
+    pub fn from_gguf(gguf: &Gguf<'a>) -> Result<Self, WriteError> {
+        let mut w = Self::new();
+        w.version(gguf.version());
+        for (key, value) in gguf.metadata().iter() {
+            w.add(key, value.clone())?;
+        }
+        for t in gguf.tensors() {
+            w.add_tensor(&t.name, t.ggml_type, &t.dims, gguf.data_of(t))?;
+        }
+        Ok(w)
     }
 
     /// Writes GGUF version 2 instead of 3 (the layouts are the same; only
