@@ -17,7 +17,10 @@ fn bytes_of(len: u64, salt: u8) -> Vec<u8> {
         .collect()
 }
 
-fn seeds() -> Result<Vec<(String, Vec<u8>)>, Box<dyn std::error::Error>> {
+/// A seed's file name stem and its bytes.
+type Seed = (String, Vec<u8>);
+
+fn seeds() -> Result<Vec<Seed>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
 
     out.push(("empty_v3".into(), Writer::new().to_bytes()?));

@@ -64,11 +64,14 @@ fn build(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
         }
         let n: u64 = dims.iter().product();
         let len = ty.bytes_for(n).expect("whole blocks") as usize;
-        let bytes: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(31) ^ i as u8).collect();
+        let bytes: Vec<u8> = (0..len)
+            .map(|j| (j as u8).wrapping_mul(31) ^ i as u8)
+            .collect();
         datas.push((format!("t{i}"), ty, dims, bytes));
     }
     for (name, ty, dims, bytes) in &datas {
-        w.add_tensor(name, *ty, dims, bytes.as_slice()).expect("valid tensor");
+        w.add_tensor(name, *ty, dims, bytes.as_slice())
+            .expect("valid tensor");
     }
     Ok(w.to_bytes().expect("write to Vec"))
 }
@@ -104,7 +107,9 @@ fuzz_target!(|data: &[u8]| {
     if header_len == 0 {
         return;
     }
-    let Ok(n) = u.int_in_range(1..=4usize) else { return };
+    let Ok(n) = u.int_in_range(1..=4usize) else {
+        return;
+    };
     for _ in 0..n {
         let (Ok(pos), Ok(width), Ok(pick), Ok(delta)) = (
             u.int_in_range(0..=header_len - 1),

@@ -32,7 +32,10 @@ pub fn check(bytes: &[u8]) {
     assert_eq!(again.tensors().len(), gguf.tensors().len());
     for t in gguf.tensors() {
         let u = again.tensor(&t.name).expect("rewritten tensor present");
-        assert_eq!((&u.dims, u.ggml_type, u.n_bytes), (&t.dims, t.ggml_type, t.n_bytes));
+        assert_eq!(
+            (&u.dims, u.ggml_type, u.n_bytes),
+            (&t.dims, t.ggml_type, t.n_bytes)
+        );
         assert_eq!(again.data_of(u), gguf.data_of(t));
     }
 }
@@ -55,19 +58,30 @@ pub fn touch(gguf: &Gguf<'_>) {
             GgmlType::F32 => {
                 if let Ok(v) = gguf.tensor_f32(&t.name) {
                     assert_eq!(v.len() as u64, t.n_elements);
-                    acc = acc.wrapping_add(v.iter().fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits()))));
+                    acc = acc.wrapping_add(
+                        v.iter()
+                            .fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits()))),
+                    );
                 }
             }
             GgmlType::F16 => {
                 if let Ok(v) = gguf.tensor_f16(&t.name) {
                     assert_eq!(v.len() as u64, t.n_elements);
-                    acc = acc.wrapping_add(v.iter().fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits()))));
+                    acc = acc.wrapping_add(
+                        v.iter()
+                            .fold(0u64, |a, x| a.wrapping_add(u64::from(x.to_bits()))),
+                    );
                 }
             }
             GgmlType::Q8_0 => {
-                let v = gguf.tensor_q8_0(&t.name).expect("q8_0 views work at any address");
+                let v = gguf
+                    .tensor_q8_0(&t.name)
+                    .expect("q8_0 views work at any address");
                 assert_eq!(v.len() as u64 * 32, t.n_elements);
-                acc = acc.wrapping_add(v.iter().fold(0u64, |a, b| a.wrapping_add(b.qs[31] as u8 as u64)));
+                acc = acc.wrapping_add(
+                    v.iter()
+                        .fold(0u64, |a, b| a.wrapping_add(b.qs[31] as u8 as u64)),
+                );
             }
             _ => {
                 assert!(gguf.tensor_f32(&t.name).is_err());

@@ -464,7 +464,7 @@ fn parse_tensor_info(
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .ok_or_else(overflow)?;
     let block_size = ggml_type.block_size();
-    if dims[0] % block_size != 0 {
+    if !dims[0].is_multiple_of(block_size) {
         return Err(GgufError::NotBlockMultiple {
             offset: info_offset,
             tensor: name.to_owned(),
@@ -479,7 +479,7 @@ fn parse_tensor_info(
     if usize::try_from(n_bytes).is_err() || usize::try_from(n_elements).is_err() {
         return Err(overflow());
     }
-    if offset % alignment != 0 {
+    if !offset.is_multiple_of(alignment) {
         return Err(GgufError::MisalignedOffset {
             offset: data_offset_offset,
             tensor: name.to_owned(),

@@ -214,7 +214,7 @@ impl<'a> Writer<'a> {
         let expected = dims
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .filter(|_| dims[0] % ggml_type.block_size() == 0)
+            .filter(|_| dims[0].is_multiple_of(ggml_type.block_size()))
             .and_then(|n| ggml_type.bytes_for(n))
             .ok_or_else(|| WriteError::BadSize {
                 tensor: name.to_owned(),
