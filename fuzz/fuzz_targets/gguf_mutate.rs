@@ -1,8 +1,9 @@
 //! Structure-aware: build a valid file with the writer from the input, check
-//! it reads back exactly, then overwrite some of its header fields with
-//! boundary values (counts, lengths, type ids, dims, offsets) and parse
-//! again. The first half exercises the writer and the happy path; the second
-//! reaches deep validation paths that random bytes rarely get past.
+//! it reads back exactly, then overwrite some of its header fields (found by
+//! walking the file) with boundary values (counts, lengths, type ids, dims,
+//! offsets) and parse again. The first half exercises the writer and the
+//! happy path; the second reaches deep validation paths that random bytes
+//! rarely get past.
 #![no_main]
 
 use inferno_cpu::gguf::{Array, GgmlType, Gguf, Value, Writer};
@@ -102,18 +103,18 @@ fuzz_target!(|data: &[u8]| {
     }
     inferno_cpu_fuzz::check(&file);
 
-    // Overwrite 1..=4 fields inside the header with boundary values.
-    let header_len = file.len().min(4096);
-    if header_len == 0 {
+    // Overwrite 1..=4 header fields (counts, lengths, type ids, dims,
+    // offsets, values) with boundary values, at the field's own width.
+    let fields = inferno_cpu_fuzz::fields(&file);
+    if fields.is_empty() {
         return;
     }
     let Ok(n) = u.int_in_range(1..=4usize) else {
         return;
     };
     for _ in 0..n {
-        let (Ok(pos), Ok(width), Ok(pick), Ok(delta)) = (
-            u.int_in_range(0..=header_len - 1),
-            u.choose(&[1usize, 4, 8]),
+        let (Ok(field), Ok(pick), Ok(delta)) = (
+            u.choose(&fields),
             u.int_in_range(0..=INTERESTING.len()),
             u.int_in_range(-2i64..=2),
         ) else {
@@ -125,8 +126,7 @@ fuzz_target!(|data: &[u8]| {
             INTERESTING[pick]
         };
         let v = base.wrapping_add_signed(delta).to_le_bytes();
-        let end = (pos + width).min(file.len());
-        file[pos..end].copy_from_slice(&v[..end - pos]);
+        file[field.at..field.at + field.width].copy_from_slice(&v[..field.width]);
     }
     if u.arbitrary().unwrap_or(false) {
         let cut = u.int_in_range(0..=file.len()).unwrap_or(file.len());
