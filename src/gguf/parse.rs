@@ -92,21 +92,22 @@ impl<'a> Cursor<'a> {
     }
 
     /// Checks that `count` items of at least `min_size` bytes each can fit
-    /// in what is left; `offset` is where the count field started. Returns
-    /// the count as `usize`, safe to allocate for.
+    /// in what is left; `offset` is where the count field started and
+    /// `context` names the count (built only on error). Returns the count as
+    /// `usize`, safe to allocate for.
     fn check_count(
         &self,
         count: u64,
         min_size: u64,
         offset: u64,
-        what: What<'_>,
+        context: impl FnOnce() -> String,
     ) -> Result<usize, GgufError> {
         let remaining = self.remaining();
         let max = remaining / min_size;
         if count > max {
             return Err(GgufError::CountTooLarge {
                 offset,
-                context: what.to_string(),
+                context: context(),
                 count,
                 remaining,
                 min_size,
@@ -121,37 +122,13 @@ impl<'a> Cursor<'a> {
     fn string(&mut self, what: What<'_>) -> Result<&'a str, GgufError> {
         let len_offset = self.offset();
         let len = self.u64(what)?;
-        let len = self
-            .check_count(len, 1, len_offset, What::Header("string length"))
-            .map_err(|e| relabel(e, what))?;
+        let len = self.check_count(len, 1, len_offset, || format!("length of {what}"))?;
         let start = self.offset();
         let bytes = self.take(len, what)?;
         core::str::from_utf8(bytes).map_err(|_| GgufError::InvalidUtf8 {
             offset: start,
             context: what.to_string(),
         })
-    }
-}
-
-/// Names the string whose length was too large.
-fn relabel(err: GgufError, what: What<'_>) -> GgufError {
-    match err {
-        GgufError::CountTooLarge {
-            offset,
-            count,
-            remaining,
-            min_size,
-            max,
-            ..
-        } => GgufError::CountTooLarge {
-            offset,
-            context: format!("length of {what}"),
-            count,
-            remaining,
-            min_size,
-            max,
-        },
-        other => other,
     }
 }
 
@@ -182,29 +159,17 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Header, GgufError> {
     let n_kv = cur.u64(What::Header("metadata key count"))?;
     // Each check is against the bytes left after the count fields, so a
     // count that cannot fit fails here, before any allocation.
-    cur.check_count(
-        n_tensors,
-        MIN_TENSOR_INFO,
-        n_tensors_offset,
-        What::Header("tensor count"),
-    )?;
-    let n_kv = cur.check_count(
-        n_kv,
-        MIN_KV,
-        n_kv_offset,
-        What::Header("metadata key count"),
-    )?;
+    let tensor_count = || "tensor count".to_owned();
+    cur.check_count(n_tensors, MIN_TENSOR_INFO, n_tensors_offset, tensor_count)?;
+    let n_kv = cur.check_count(n_kv, MIN_KV, n_kv_offset, || {
+        "metadata key count".to_owned()
+    })?;
 
     let metadata = parse_metadata(&mut cur, n_kv)?;
     let alignment = alignment(&metadata)?;
 
     // Check again: the metadata used up some of the bytes.
-    let n_tensors = cur.check_count(
-        n_tensors,
-        MIN_TENSOR_INFO,
-        n_tensors_offset,
-        What::Header("tensor count"),
-    )?;
+    let n_tensors = cur.check_count(n_tensors, MIN_TENSOR_INFO, n_tensors_offset, tensor_count)?;
     let mut tensors = Vec::with_capacity(n_tensors);
     let mut tensor_index = HashMap::with_capacity(n_tensors);
     for i in 0..n_tensors as u64 {
@@ -341,9 +306,9 @@ fn parse_array(
     let elem_type = value_type(cur.u32(what)?, elem_offset, key)?;
     let count_offset = cur.offset();
     let count = cur.u64(what)?;
-    let count = cur
-        .check_count(count, elem_type.min_encoded_size(), count_offset, what)
-        .map_err(|e| relabel_array(e, key))?;
+    let count = cur.check_count(count, elem_type.min_encoded_size(), count_offset, || {
+        format!("array length of key `{key}`")
+    })?;
     Ok(match elem_type {
         ValueType::U8 => Array::U8(numbers(cur, count, what, u8::from_le_bytes)?),
         ValueType::I8 => Array::I8(numbers(cur, count, what, i8::from_le_bytes)?),
@@ -378,27 +343,6 @@ fn parse_array(
             Array::Array(v)
         }
     })
-}
-
-fn relabel_array(err: GgufError, key: &str) -> GgufError {
-    match err {
-        GgufError::CountTooLarge {
-            offset,
-            count,
-            remaining,
-            min_size,
-            max,
-            ..
-        } => GgufError::CountTooLarge {
-            offset,
-            context: format!("array length of key `{key}`"),
-            count,
-            remaining,
-            min_size,
-            max,
-        },
-        other => other,
-    }
 }
 
 /// `general.alignment`, or the default of 32.
@@ -537,4 +481,71 @@ fn check_placement(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_count_allows_exactly_what_fits() {
+        let buf = [0u8; 10];
+        let cur = Cursor { buf: &buf, pos: 0 };
+        assert_eq!(cur.check_count(2, 5, 0, String::new).unwrap(), 2);
+        let err = cur.check_count(3, 5, 0, || "things".into()).unwrap_err();
+        assert!(matches!(
+            err,
+            GgufError::CountTooLarge {
+                count: 3,
+                remaining: 10,
+                max: 2,
+                min_size: 5,
+                ..
+            }
+        ));
+        assert!(cur.check_count(u64::MAX, 1, 0, String::new).is_err());
+    }
+
+    #[test]
+    fn take_stops_at_the_end() {
+        let buf = [1u8, 2, 3];
+        let mut cur = Cursor { buf: &buf, pos: 0 };
+        assert_eq!(cur.take(2, What::Header("x")).unwrap(), &[1, 2]);
+        let err = cur.take(2, What::Header("x")).unwrap_err();
+        assert!(matches!(
+            err,
+            GgufError::Truncated {
+                offset: 2,
+                needed: 2,
+                available: 1,
+                ..
+            }
+        ));
+        // A failed read does not move the cursor.
+        assert_eq!(cur.take(1, What::Header("x")).unwrap(), &[3]);
+        assert_eq!(cur.remaining(), 0);
+    }
+
+    #[test]
+    fn strings_are_length_checked_and_utf8() {
+        let mut buf = 3u64.to_le_bytes().to_vec();
+        buf.extend_from_slice(b"abc");
+        let mut cur = Cursor { buf: &buf, pos: 0 };
+        assert_eq!(cur.string(What::KeyName(0)).unwrap(), "abc");
+
+        buf[8] = 0xff;
+        let mut cur = Cursor { buf: &buf, pos: 0 };
+        let err = cur.string(What::KeyName(0)).unwrap_err();
+        assert!(matches!(err, GgufError::InvalidUtf8 { offset: 8, .. }));
+
+        let mut cur = Cursor {
+            buf: &buf[..10],
+            pos: 0,
+        };
+        let err = cur.string(What::KeyName(4)).unwrap_err();
+        assert!(
+            matches!(&err, GgufError::CountTooLarge { context, .. } if context.contains("key #4")),
+            "{err}"
+        );
+    }
 }

@@ -406,3 +406,36 @@ fn put_array(out: &mut Vec<u8>, array: &Array) {
         Array::F64(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensors_are_padded_to_the_alignment() {
+        let mut w = Writer::new();
+        w.add_tensor("a", GgmlType::I8, &[3], &[1u8, 2, 3][..])
+            .unwrap()
+            .add_tensor("b", GgmlType::I8, &[1], &[9u8][..])
+            .unwrap();
+        let bytes = w.to_bytes().unwrap();
+        // Header: magic, version, counts; two infos of 8+1+4+8+4+8 bytes.
+        let header_len: usize = 4 + 4 + 8 + 8 + 2 * (8 + 1 + 4 + 8 + 4 + 8);
+        let data = header_len.next_multiple_of(32);
+        assert_eq!(bytes.len(), data + 64);
+        assert_eq!(&bytes[data..data + 3], &[1, 2, 3]);
+        assert!(bytes[data + 3..data + 32].iter().all(|&b| b == 0));
+        assert_eq!(bytes[data + 32], 9);
+        // b's info ends with its offset, 32.
+        assert_eq!(&bytes[header_len - 8..header_len], &32u64.to_le_bytes());
+    }
+
+    #[test]
+    fn metadata_only_file_has_no_padding() {
+        let mut w = Writer::new();
+        w.add_bool("k", true).unwrap();
+        let bytes = w.to_bytes().unwrap();
+        assert_eq!(bytes.len(), 24 + 8 + 1 + 4 + 1);
+        assert_eq!(bytes[bytes.len() - 1], 1);
+    }
+}
