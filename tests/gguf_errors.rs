@@ -576,6 +576,7 @@ fn misaligned_data_view() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri isolates the file system")]
 fn io_error_names_the_path() {
     let path = std::path::Path::new("/nonexistent/dir/model.gguf");
     for result in [GgufFile::open(path), GgufFile::read(path)] {

@@ -164,3 +164,28 @@ impl core::fmt::Debug for GgufFile {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn owning_and_borrowed_types_cross_threads() {
+        // Model weights are read from pool workers: both must be shareable.
+        assert_send_sync::<GgufFile>();
+        assert_send_sync::<Gguf<'static>>();
+    }
+
+    #[test]
+    fn memory_buffer_is_32_byte_aligned() {
+        let storage = Storage::Memory {
+            chunks: vec![Chunk([7; 32]); 3],
+            len: 70,
+        };
+        let bytes = storage.bytes();
+        assert_eq!(bytes.len(), 70);
+        assert_eq!(bytes.as_ptr() as usize % 32, 0);
+    }
+}
