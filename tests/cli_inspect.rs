@@ -67,6 +67,10 @@ fn text_output_lists_header_metadata_and_tensors() {
     assert!(text.contains("version:     3"), "{text}");
     assert!(text.contains("alignment:   32"), "{text}");
     assert!(text.contains("qwen3.block_count"), "{text}");
+    assert!(
+        text.contains("tensors (2, 392 bytes: 1 q8_0, 1 f32):"),
+        "{text}"
+    );
     assert!(text.contains("\"qwen3\""), "{text}");
     // The 100-token array is cut after 8 elements.
     assert!(text.contains("array<string>[100]"), "{text}");

@@ -35,8 +35,9 @@ impl Storage {
 
 /// A validated GGUF file that owns its bytes.
 ///
-/// [`open`](Self::open) maps the file (nothing is read until a tensor is
-/// touched; the right choice for multi-gigabyte models),
+/// [`open`](Self::open) maps the file (only the header is read up front;
+/// tensor data is paged in by the OS when first touched, the right choice
+/// for multi-gigabyte models),
 /// [`read`](Self::read) copies it into memory. Both validate the whole file
 /// before returning; [`gguf`](Self::gguf) then gives the borrowed view with
 /// the metadata getters and zero-copy tensor views.

@@ -131,7 +131,24 @@ fn to_text(path: &std::path::Path, gguf: &Gguf<'_>) -> String {
         };
         let _ = writeln!(out, "  {key:key_width$}  {ty:<16} {}", text_value(value));
     }
-    let _ = writeln!(out, "\ntensors ({}):", h.tensors().len());
+    let total: u64 = h.tensors().iter().map(|t| t.n_bytes).sum();
+    let mut by_type: Vec<(&str, usize)> = Vec::new();
+    for t in h.tensors() {
+        match by_type
+            .iter_mut()
+            .find(|(name, _)| *name == t.ggml_type.name())
+        {
+            Some((_, n)) => *n += 1,
+            None => by_type.push((t.ggml_type.name(), 1)),
+        }
+    }
+    let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{n} {t}")).collect();
+    let _ = writeln!(
+        out,
+        "\ntensors ({}, {total} bytes: {}):",
+        h.tensors().len(),
+        types.join(", ")
+    );
     let name_width = h
         .tensors()
         .iter()
