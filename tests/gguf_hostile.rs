@@ -1,5 +1,6 @@
 //! A 64 KB file claiming 2^60 tensors (and as many keys) is refused before
-//! anything is allocated for those counts.
+//! anything is allocated for those counts, and a huge (legal) alignment
+//! costs the writer no buffer of that size.
 //!
 //! This binary holds a single test so nothing else runs while it reads the
 //! process's peak virtual memory (`VmPeak`, Linux): a `Vec` sized from the
@@ -54,7 +55,18 @@ fn huge_counts_fail_without_allocating() {
             other => panic!("({n_tensors}, {n_kv}): expected CountTooLarge, got {other:?}"),
         }
     }
-    // A `Vec` sized from any of those counts would have reserved gigabytes.
+    // Copying a file whose `general.alignment` is 2^31 (legal) through the
+    // writer: its padding must not come from a buffer of that size.
+    let mut w = Writer::new();
+    w.alignment(1 << 31).unwrap();
+    let bytes = w.to_bytes().unwrap();
+    let copy = Writer::from_gguf(&Gguf::parse(&bytes).unwrap())
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    assert_eq!(copy, bytes);
+
+    // A `Vec` sized from any of those numbers would have reserved gigabytes.
     match (before, vm_peak_kib()) {
         (Some(before), Some(after)) => {
             let grown_kib = after.saturating_sub(before);

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 
 use half::f16;
 
@@ -314,10 +314,11 @@ impl<'a> Writer<'a> {
         }
         let mut written = head.len() as u64;
         out.write_all(&head)?;
-        let zeros = vec![0u8; self.alignment as usize];
+        // Padding is streamed from `repeat(0)`: the alignment can be as
+        // large as 2^31, and no buffer may be sized from it.
         let pad = |out: &mut dyn Write, written: &mut u64| -> std::io::Result<()> {
             let n = written.next_multiple_of(self.alignment) - *written;
-            out.write_all(&zeros[..n as usize])?;
+            std::io::copy(&mut std::io::repeat(0).take(n), out)?;
             *written += n;
             Ok(())
         };
@@ -437,5 +438,22 @@ mod tests {
         let bytes = w.to_bytes().unwrap();
         assert_eq!(bytes.len(), 24 + 8 + 1 + 4 + 1);
         assert_eq!(bytes[bytes.len() - 1], 1);
+    }
+
+    #[test]
+    fn huge_alignment_pads_without_a_buffer_of_that_size() {
+        // 2^31 is a legal alignment; the padding before the data section
+        // is streamed, so writing this file costs its own size only.
+        let mut w = Writer::new();
+        w.alignment(1 << 31).unwrap();
+        let bytes = w.to_bytes().unwrap();
+        assert!(bytes.len() < 100);
+        let mut w = Writer::new();
+        w.alignment(1 << 20)
+            .unwrap()
+            .add_tensor("t", GgmlType::I8, &[1], &[5u8][..])
+            .unwrap();
+        let mut sink = std::io::sink();
+        assert_eq!(w.write_to(&mut sink).unwrap(), 2 << 20);
     }
 }

@@ -143,12 +143,16 @@ fn to_text(path: &std::path::Path, gguf: &Gguf<'_>) -> String {
         }
     }
     let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{n} {t}")).collect();
-    let _ = writeln!(
-        out,
-        "\ntensors ({}, {total} bytes: {}):",
-        h.tensors().len(),
-        types.join(", ")
-    );
+    if types.is_empty() {
+        let _ = writeln!(out, "\ntensors (0):");
+    } else {
+        let _ = writeln!(
+            out,
+            "\ntensors ({}, {total} bytes: {}):",
+            h.tensors().len(),
+            types.join(", ")
+        );
+    }
     let name_width = h
         .tensors()
         .iter()
