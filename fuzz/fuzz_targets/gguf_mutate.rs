@@ -77,7 +77,7 @@ fn build(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
     Ok(w.to_bytes().expect("write to Vec"))
 }
 
-const INTERESTING: [u64; 14] = [
+const INTERESTING: [u64; 16] = [
     0,
     1,
     2,
@@ -88,9 +88,11 @@ const INTERESTING: [u64; 14] = [
     32,
     0x7f,
     0xff,
+    1 << 31,
     u32::MAX as u64,
     1 << 32,
     1 << 60,
+    1 << 63,
     u64::MAX,
 ];
 
