@@ -67,7 +67,14 @@ fn uses_unsafe(line: &str) -> bool {
 fn no_unsafe_outside_the_core() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["src", "tests", "benches", "examples", "fuzz/fuzz_targets"] {
+    for dir in [
+        "src",
+        "tests",
+        "benches",
+        "examples",
+        "fuzz/fuzz_targets",
+        "fuzz/src",
+    ] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 5, "found only {} Rust files", files.len());

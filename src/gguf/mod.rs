@@ -1,1 +1,59 @@
-//! GGUF reader and writer.
+//! GGUF: a strictly validated, zero-copy reader and a writer.
+//!
+//! Model files come from strangers, so the reader treats every byte as
+//! hostile. [`Gguf::parse`] (over a byte slice) and [`GgufFile`] (over a
+//! memory map or an aligned in-memory copy) validate the whole header before
+//! handing anything out:
+//!
+//! * every read is bounds-checked, so truncation at any byte is an error;
+//! * every count (keys, tensors, array and string lengths) is checked
+//!   against the bytes left in the file before anything is allocated for it,
+//!   so memory and time stay linear in the file's length whatever it claims;
+//! * strings are UTF-8, bools are 0 or 1, arrays nest at most
+//!   [`MAX_ARRAY_DEPTH`] deep, keys and tensor names are unique;
+//! * tensors have 1 to [`MAX_DIMS`] nonzero dimensions of a known GGML
+//!   type, sizes that fit in `u64` and `usize`, a first dimension made of
+//!   whole blocks, an offset aligned to `general.alignment`, and data inside
+//!   the file that overlaps no other tensor.
+//!
+//! Each failure is its own [`GgufError`] variant carrying the byte offset
+//! and the key or tensor name. GGUF versions 2 and 3 are read; version 1,
+//! unknown versions and big-endian files are refused with a clear error.
+//!
+//! After validation, tensor views ([`Gguf::tensor_bytes`],
+//! [`Gguf::tensor_f32`], [`Gguf::tensor_f16`], [`Gguf::tensor_q8_0`]) are
+//! a lookup and a slice: no copy, no further checks.
+//!
+//! [`Writer`] builds conformant files (tests, fuzz seeds, synthetic models).
+
+mod error;
+mod file;
+mod parse;
+mod reader;
+mod types;
+mod value;
+mod writer;
+
+pub use error::{GgufError, WriteError};
+pub use file::GgufFile;
+pub use reader::{Gguf, Header, TensorInfo};
+pub use types::GgmlType;
+pub use value::{Array, Metadata, Value, ValueType};
+pub use writer::Writer;
+
+/// The four bytes every GGUF file starts with.
+pub const MAGIC: [u8; 4] = *b"GGUF";
+
+/// Metadata key holding the data alignment (a `u32` power of two).
+pub const ALIGNMENT_KEY: &str = "general.alignment";
+
+/// Alignment of the data section and tensor offsets when
+/// `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// Most array levels a metadata value may nest (an array of scalars is one
+/// level). Real files use one; the limit bounds the parser's recursion.
+pub const MAX_ARRAY_DEPTH: usize = 8;
+
+/// Most dimensions a tensor may have (GGML's `GGML_MAX_DIMS`).
+pub const MAX_DIMS: usize = 4;

@@ -246,8 +246,11 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// How long a worker keeps spinning after its last job before it parks.
-    /// `Duration::ZERO` parks at once (every dispatch then pays a wake-up).
+    /// How long a worker keeps waiting actively after its last job before
+    /// it parks: a few microseconds of pure spinning, then spinning with
+    /// periodic yields (so that a pool squeezed onto fewer cores than it has
+    /// threads still makes progress). `Duration::ZERO` parks at once (every
+    /// dispatch then pays an OS wake-up).
     pub fn spin_time(mut self, spin: Duration) -> Self {
         self.spin = spin;
         self

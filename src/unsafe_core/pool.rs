@@ -20,7 +20,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::pool::split;
 use crate::sync::{
-    self, thread, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, SpinBudget, UnsafeCell,
+    self, thread, Arc, AtomicBool, AtomicUsize, Backoff, Condvar, Mutex, Ordering, Step, UnsafeCell,
 };
 
 /// Runs share `id` of `n` of a type-erased job: `call(ctx, data, len, id,
@@ -71,10 +71,6 @@ enum Mailbox {
 const PARKED: usize = 1;
 /// The generation lives in the bits above [`PARKED`].
 const GEN_SHIFT: u32 = 1;
-
-/// How many rounds the dispatcher spins on `done` before it starts yielding
-/// its core (workers woken from a park need the OS to run them).
-const DONE_SPINS_BEFORE_YIELD: u32 = 1 << 14;
 
 /// What the dispatcher writes once per job and every spinning worker reads:
 /// one cache line, so a worker that sees the new generation gets the job
@@ -418,29 +414,28 @@ impl Shared {
         self.wake.notify_all();
     }
 
-    /// Spins until the done tally reaches `target`, then yields between
-    /// checks.
+    /// Waits until the done tally reaches `target`: spins, then spins and
+    /// yields ([`Backoff`]), never parks.
     #[inline]
     fn wait_done(&self, target: usize) {
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new(Duration::MAX);
         // Acquire: pairs with each worker's Release increment, so their
         // writes (the job's output) are visible once we see `target`
         // ([P-done]).
         while self.tally.done.load(Ordering::Acquire) != target {
-            if spins < DONE_SPINS_BEFORE_YIELD {
-                spins += 1;
-                sync::spin_loop();
-            } else {
-                sync::yield_now();
+            match backoff.step() {
+                Step::Spin | Step::Park => sync::spin_loop(),
+                Step::Yield => sync::yield_now(),
             }
         }
     }
 
-    /// Returns the first generation different from `seen`, spinning for the
-    /// configured time and then parking.
+    /// Returns the first generation different from `seen`: spins, then
+    /// spins and yields, and parks once the configured spin time is spent
+    /// ([P-park]).
     #[inline]
     fn wait_for_job(&self, seen: usize) -> usize {
-        let mut budget = SpinBudget::start(self.spin);
+        let mut backoff = Backoff::new(self.spin);
         loop {
             // Acquire: pairs with the Release swap in `publish`, making the
             // mailbox write visible ([P-publish]).
@@ -448,10 +443,11 @@ impl Shared {
             if generation != seen {
                 return generation;
             }
-            if !budget.keep_spinning() {
-                return self.park(seen);
+            match backoff.step() {
+                Step::Spin => sync::spin_loop(),
+                Step::Yield => sync::yield_now(),
+                Step::Park => return self.park(seen),
             }
-            sync::spin_loop();
         }
     }
 

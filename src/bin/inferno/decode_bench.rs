@@ -1,0 +1,277 @@
+//! `inferno bench`'s decode sweep: the 197 Q8_0 matrix-vector products of
+//! one decoded Qwen3-0.6B token (7 per layer for 28 layers, plus the
+//! lm_head), on synthetic weights of the real shapes and size, per backend
+//! and thread count.
+//!
+//! This is the matvec part of decode, the part bound by memory bandwidth
+//! (633 MB of weights per token, far past any cache); attention, norms and
+//! sampling are not included.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_rayon, Q8Matrix};
+use inferno_cpu::quant::{QuantizedVector, QK8_0};
+use inferno_cpu::{BlockQ8_0, ThreadPool};
+
+/// Qwen3-0.6B: hidden size, query width (16 heads x 128), key/value width
+/// (8 heads x 128), feed-forward width, layers, vocabulary.
+const HIDDEN: usize = 1024;
+const Q_WIDTH: usize = 2048;
+const KV_WIDTH: usize = 1024;
+const FFN: usize = 3072;
+const LAYERS: usize = 28;
+const VOCAB: usize = 151_936;
+
+/// `(rows, cols)` of a layer's seven matrices, in the order decode runs
+/// them: q, k, v (sharing one input), o, gate, up (sharing one), down.
+const LAYER_SHAPES: [(usize, usize); 7] = [
+    (Q_WIDTH, HIDDEN),
+    (KV_WIDTH, HIDDEN),
+    (KV_WIDTH, HIDDEN),
+    (HIDDEN, Q_WIDTH),
+    (FFN, HIDDEN),
+    (FFN, HIDDEN),
+    (HIDDEN, FFN),
+];
+
+/// One matvec backend: `out = W x`.
+type Matvec<'a> =
+    dyn Fn(&Q8Matrix<'_>, &QuantizedVector, &mut [f32]) -> Result<(), Box<dyn Error>> + 'a;
+
+/// Which matvec implementation runs the sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `matvec_q8_0` on the calling thread.
+    Single,
+    /// `matvec_q8_0_pool` on a persistent spinning pool.
+    Pool,
+    /// `matvec_q8_0_rayon` inside a rayon pool of the same size.
+    Rayon,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Single => "single",
+            Backend::Pool => "pool",
+            Backend::Rayon => "rayon",
+        }
+    }
+}
+
+/// Synthetic weights of every matrix of the model, deterministic.
+struct Weights {
+    /// Per layer, the seven matrices of [`LAYER_SHAPES`].
+    layers: Vec<Vec<Vec<BlockQ8_0>>>,
+    lm_head: Vec<BlockQ8_0>,
+}
+
+impl Weights {
+    fn bytes(&self) -> usize {
+        let layer_blocks: usize = self.layers.iter().flatten().map(Vec::len).sum();
+        (layer_blocks + self.lm_head.len()) * std::mem::size_of::<BlockQ8_0>()
+    }
+}
+
+/// A fast deterministic generator (SplitMix64) for synthetic weights.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn random_blocks(rng: &mut SplitMix, rows: usize, cols: usize) -> Vec<BlockQ8_0> {
+    let n = rows * cols / QK8_0;
+    let mut blocks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut qs = [0i8; QK8_0];
+        for chunk in qs.chunks_exact_mut(8) {
+            let bits = rng.next().to_le_bytes();
+            for (q, b) in chunk.iter_mut().zip(bits) {
+                // Weights in -127..=127, as a quantizer produces.
+                *q = (b as i8).max(-127);
+            }
+        }
+        // Scales around 1/127: typical magnitudes of trained weights.
+        let d = half::f16::from_f32(0.004 + (rng.next() % 1000) as f32 * 1e-6);
+        blocks.push(BlockQ8_0::new(d, qs));
+    }
+    blocks
+}
+
+fn synthesize() -> Weights {
+    let mut rng = SplitMix(0x1F3A_5EED);
+    let layers = (0..LAYERS)
+        .map(|_| {
+            LAYER_SHAPES
+                .iter()
+                .map(|&(r, c)| random_blocks(&mut rng, r, c))
+                .collect()
+        })
+        .collect();
+    let lm_head = random_blocks(&mut rng, VOCAB, HIDDEN);
+    Weights { layers, lm_head }
+}
+
+/// Buffers reused across tokens: one quantized input per distinct width,
+/// one output per matrix shape.
+struct Scratch {
+    x_hidden: QuantizedVector,
+    x_q: QuantizedVector,
+    x_ffn: QuantizedVector,
+    out: Vec<Vec<f32>>,
+    logits: Vec<f32>,
+    input: Vec<f32>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let input: Vec<f32> = (0..FFN)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        Self {
+            x_hidden: QuantizedVector::new(),
+            x_q: QuantizedVector::new(),
+            x_ffn: QuantizedVector::new(),
+            out: LAYER_SHAPES.iter().map(|&(r, _)| vec![0.0; r]).collect(),
+            logits: vec![0.0; VOCAB],
+            input,
+        }
+    }
+}
+
+/// Runs the matvecs of one token.
+fn token(
+    weights: &Weights,
+    scratch: &mut Scratch,
+    matvec: &Matvec<'_>,
+) -> Result<(), Box<dyn Error>> {
+    let Scratch {
+        x_hidden,
+        x_q,
+        x_ffn,
+        out,
+        logits,
+        input,
+    } = scratch;
+    for layer in &weights.layers {
+        for (i, (&(rows, cols), blocks)) in LAYER_SHAPES.iter().zip(layer).enumerate() {
+            // Quantize each distinct input once: q/k/v share one, gate/up
+            // share one, as in a real forward pass.
+            let x = match i {
+                0 | 4 => {
+                    x_hidden.quantize_from(&input[..HIDDEN])?;
+                    &*x_hidden
+                }
+                1 | 2 | 5 => &*x_hidden,
+                3 => {
+                    x_q.quantize_from(&input[..Q_WIDTH])?;
+                    &*x_q
+                }
+                _ => {
+                    x_ffn.quantize_from(&input[..FFN])?;
+                    &*x_ffn
+                }
+            };
+            let w = Q8Matrix::new(blocks, rows, cols)?;
+            matvec(&w, x, &mut out[i])?;
+        }
+    }
+    x_hidden.quantize_from(&input[..HIDDEN])?;
+    let w = Q8Matrix::new(&weights.lm_head, VOCAB, HIDDEN)?;
+    matvec(&w, x_hidden, logits)?;
+    Ok(())
+}
+
+/// Median seconds per token over `tokens` tokens, after one warm-up token.
+fn time_tokens(
+    weights: &Weights,
+    tokens: usize,
+    matvec: &Matvec<'_>,
+) -> Result<Duration, Box<dyn Error>> {
+    let mut scratch = Scratch::new();
+    token(weights, &mut scratch, matvec)?;
+    let mut times = Vec::with_capacity(tokens);
+    for _ in 0..tokens {
+        let start = Instant::now();
+        token(weights, &mut scratch, matvec)?;
+        times.push(start.elapsed());
+    }
+    times.sort_unstable();
+    Ok(times[times.len() / 2])
+}
+
+/// Checks that every backend produced the single-core logits bit for bit.
+fn check_identical(weights: &Weights, pool: &ThreadPool) -> Result<bool, Box<dyn Error>> {
+    let mut a = Scratch::new();
+    let mut b = Scratch::new();
+    token(weights, &mut a, &|w, x, o| Ok(matvec_q8_0(w, x, o)?))?;
+    token(weights, &mut b, &|w, x, o| {
+        Ok(matvec_q8_0_pool(pool, w, x, o)?)
+    })?;
+    let same = a
+        .logits
+        .iter()
+        .zip(&b.logits)
+        .all(|(x, y)| x.to_bits() == y.to_bits());
+    Ok(same)
+}
+
+/// Runs the sweep and prints its table.
+pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>> {
+    eprintln!("synthesizing Qwen3-0.6B-shaped Q8_0 weights ...");
+    let weights = synthesize();
+    let gb = weights.bytes() as f64 / 1e9;
+    println!(
+        "decode matvecs: {} Q8_0 matrix-vector products per token ({:.0} MB of weights), \
+         median of {tokens} tokens",
+        LAYERS * LAYER_SHAPES.len() + 1,
+        gb * 1e3
+    );
+    println!();
+    println!("| backend | threads | ms/token | tokens/s | weight GB/s | vs single |");
+    println!("|---------|--------:|---------:|---------:|------------:|----------:|");
+    let single = time_tokens(&weights, tokens, &|w, x, o| Ok(matvec_q8_0(w, x, o)?))?;
+    let row = |backend: Backend, threads: usize, t: Duration| {
+        let s = t.as_secs_f64();
+        println!(
+            "| {:<7} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>8.2}x |",
+            backend.name(),
+            threads,
+            s * 1e3,
+            1.0 / s,
+            gb / s,
+            single.as_secs_f64() / s
+        );
+    };
+    row(Backend::Single, 1, single);
+    for &threads in thread_counts {
+        eprintln!("  {threads} threads ...");
+        let pool = ThreadPool::new(threads)?;
+        let t = time_tokens(&weights, tokens, &|w, x, o| {
+            Ok(matvec_q8_0_pool(&pool, w, x, o)?)
+        })?;
+        row(Backend::Pool, threads, t);
+        if !check_identical(&weights, &pool)? {
+            return Err(format!("pool at {threads} threads differs from single-core").into());
+        }
+        let rayon = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        let t = time_tokens(&weights, tokens, &|w, x, o| {
+            rayon.install(|| matvec_q8_0_rayon(w, x, o))?;
+            Ok(())
+        })?;
+        row(Backend::Rayon, threads, t);
+    }
+    println!();
+    println!("pooled logits are bit-identical to single-core at every thread count above");
+    Ok(())
+}

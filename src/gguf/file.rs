@@ -1,0 +1,192 @@
+//! [`GgufFile`]: a GGUF file that owns its bytes, memory-mapped or read into
+//! an aligned buffer.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::error::GgufError;
+use super::parse;
+use super::reader::{Gguf, Header};
+use crate::unsafe_core::mmap::map_read_only;
+
+/// A chunk of the in-memory buffer: 32-byte aligned so that the data
+/// section (aligned to `general.alignment` within the file) is as aligned in
+/// memory as it is in a memory map, for alignments up to 32.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(32))]
+struct Chunk([u8; 32]);
+
+enum Storage {
+    Mapped(Mmap),
+    Memory { chunks: Vec<Chunk>, len: usize },
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Mapped(map) => map,
+            Storage::Memory { chunks, len } => &bytemuck::cast_slice(chunks)[..*len],
+        }
+    }
+}
+
+/// A validated GGUF file that owns its bytes.
+///
+/// [`open`](Self::open) maps the file (only the header is read up front;
+/// tensor data is paged in by the OS when first touched, the right choice
+/// for multi-gigabyte models),
+/// [`read`](Self::read) copies it into memory. Both validate the whole file
+/// before returning; [`gguf`](Self::gguf) then gives the borrowed view with
+/// the metadata getters and zero-copy tensor views.
+///
+/// ```no_run
+/// use inferno_cpu::gguf::GgufFile;
+///
+/// let file = GgufFile::open("model.gguf")?;
+/// let gguf = file.gguf();
+/// let layers = gguf.get_u32("qwen3.block_count")?;
+/// let embd = gguf.tensor_q8_0("token_embd.weight")?;
+/// # Ok::<(), inferno_cpu::gguf::GgufError>(())
+/// ```
+pub struct GgufFile {
+    storage: Storage,
+    header: Header,
+    path: PathBuf,
+}
+
+impl GgufFile {
+    /// Memory-maps and validates the file at `path`.
+    ///
+    /// The file must not be truncated or modified while the returned value
+    /// lives: the map shows the file's current contents, so another process
+    /// writing to it changes bytes this process already validated, and
+    /// truncating it makes reading the lost pages kill the process with
+    /// `SIGBUS`. Model files are written once and then only read, which is
+    /// what this assumes; use [`read`](Self::read) for a file that may
+    /// change.
+    ///
+    /// # Errors
+    ///
+    /// [`GgufError::Io`] if the file cannot be opened or mapped, or any
+    /// validation error.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
+        let path = path.as_ref();
+        let io = |source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len == 0 {
+            // Nothing to map (and mapping zero bytes fails on some systems):
+            // report what is wrong with an empty file.
+            return Self::from_memory(Vec::new(), 0, path);
+        }
+        let map = map_read_only(&file).map_err(io)?;
+        let header = parse::parse(&map)?;
+        Ok(Self {
+            storage: Storage::Mapped(map),
+            header,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Reads the file at `path` into memory and validates it.
+    ///
+    /// The buffer is 32-byte aligned, so `f32` and `f16` views work as they
+    /// do on a map. Memory use is the file's length, taken from the file
+    /// system, never from a number inside the file.
+    ///
+    /// # Errors
+    ///
+    /// [`GgufError::Io`] if the file cannot be read, or any validation
+    /// error.
+    pub fn read(path: impl AsRef<Path>) -> Result<Self, GgufError> {
+        let path = path.as_ref();
+        let io = |source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let len = usize::try_from(len).map_err(|_| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "file larger than the address space",
+            ))
+        })?;
+        let mut chunks = vec![Chunk([0; 32]); len.div_ceil(32)];
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut chunks);
+        file.read_exact(&mut buf[..len]).map_err(io)?;
+        Self::from_memory(chunks, len, path)
+    }
+
+    fn from_memory(chunks: Vec<Chunk>, len: usize, path: &Path) -> Result<Self, GgufError> {
+        let storage = Storage::Memory { chunks, len };
+        let header = parse::parse(storage.bytes())?;
+        Ok(Self {
+            storage,
+            header,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The borrowed view: metadata getters and zero-copy tensor views.
+    pub fn gguf(&self) -> Gguf<'_> {
+        Gguf::from_parts(self.storage.bytes(), &self.header)
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the bytes are memory-mapped (from [`open`](Self::open)).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.storage, Storage::Mapped(_))
+    }
+}
+
+impl core::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("path", &self.path)
+            .field("mapped", &self.is_mapped())
+            .field("len", &self.header.file_len())
+            .field("tensors", &self.header.tensors().len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn owning_and_borrowed_types_cross_threads() {
+        // Model weights are read from pool workers: both must be shareable.
+        assert_send_sync::<GgufFile>();
+        assert_send_sync::<Gguf<'static>>();
+    }
+
+    #[test]
+    fn memory_buffer_is_32_byte_aligned() {
+        let storage = Storage::Memory {
+            chunks: vec![Chunk([7; 32]); 3],
+            len: 70,
+        };
+        let bytes = storage.bytes();
+        assert_eq!(bytes.len(), 70);
+        assert_eq!(bytes.as_ptr() as usize % 32, 0);
+    }
+}

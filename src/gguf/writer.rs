@@ -1,0 +1,459 @@
+//! [`Writer`]: builds spec-conformant GGUF files.
+//!
+//! Used by tests, fuzz seeds and synthetic model files. The writer refuses
+//! anything the reader would reject (duplicate keys or tensors, bad shapes,
+//! data of the wrong length, bad alignment), so what it writes always reads
+//! back, key for key and byte for byte.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::io::{Read, Write};
+
+use half::f16;
+
+use super::error::WriteError;
+use super::reader::Gguf;
+use super::types::GgmlType;
+use super::value::{Array, Value};
+use super::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+use crate::quant::BlockQ8_0;
+
+struct PendingTensor<'a> {
+    name: String,
+    dims: Vec<u64>,
+    ggml_type: GgmlType,
+    data: Cow<'a, [u8]>,
+}
+
+/// A GGUF file under construction: metadata in insertion order, then tensors
+/// in insertion order, each placed at the next aligned offset.
+///
+/// Tensor data is borrowed where possible (`'a`), so writing a large model
+/// does not copy its weights first.
+///
+/// ```
+/// use inferno_cpu::gguf::{Gguf, Writer};
+/// use inferno_cpu::BlockQ8_0;
+///
+/// let blocks = vec![BlockQ8_0::default(); 4];
+/// let mut w = Writer::new();
+/// w.add_str("general.architecture", "demo")?
+///     .add_tensor_q8_0("w", &[64, 2], &blocks)?;
+/// let bytes = w.to_bytes()?;
+/// let gguf = Gguf::parse(&bytes)?;
+/// assert_eq!(gguf.tensor_q8_0("w")?, &blocks[..]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Writer<'a> {
+    version: u32,
+    alignment: u64,
+    metadata: Vec<(String, Value)>,
+    keys: HashSet<String>,
+    tensors: Vec<PendingTensor<'a>>,
+    names: HashSet<String>,
+}
+
+impl Default for Writer<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+macro_rules! adders {
+    ($( $fn:ident($ty:ty) => $variant:ident; )*) => {
+        $(
+            #[doc = concat!("Adds a `", stringify!($ty), "` key.")]
+            ///
+            /// # Errors
+            ///
+            /// [`WriteError::DuplicateKey`].
+            pub fn $fn(&mut self, key: &str, value: $ty) -> Result<&mut Self, WriteError> {
+                self.add(key, Value::$variant(value))
+            }
+        )*
+    };
+}
+
+impl<'a> Writer<'a> {
+    /// An empty version-3 file with the default alignment of 32.
+    pub fn new() -> Self {
+        Self {
+            version: 3,
+            alignment: DEFAULT_ALIGNMENT,
+            metadata: Vec::new(),
+            keys: HashSet::new(),
+            tensors: Vec::new(),
+            names: HashSet::new(),
+        }
+    }
+
+    /// A writer holding every key and tensor of `gguf`, in file order, with
+    /// its version and alignment; tensor data is borrowed, not copied.
+    /// Useful to copy a file with a few keys changed, and as a round-trip
+    /// check: writing it out and parsing the result gives back `gguf`'s keys,
+    /// values and tensor bytes.
+    ///
+    /// # Errors
+    ///
+    /// None for a `gguf` that came from the parser, which accepts only what
+    /// the writer can write; the `Result` covers the writer's own checks.
+    pub fn from_gguf(gguf: &Gguf<'a>) -> Result<Self, WriteError> {
+        let mut w = Self::new();
+        w.version(gguf.version());
+        for (key, value) in gguf.metadata().iter() {
+            w.add(key, value.clone())?;
+        }
+        for t in gguf.tensors() {
+            w.add_tensor(&t.name, t.ggml_type, &t.dims, gguf.data_of(t))?;
+        }
+        Ok(w)
+    }
+
+    /// Writes GGUF version 2 instead of 3 (the layouts are the same; only
+    /// the version field differs). Any other version is ignored.
+    pub fn version(&mut self, version: u32) -> &mut Self {
+        if matches!(version, 2 | 3) {
+            self.version = version;
+        }
+        self
+    }
+
+    /// Sets the data alignment, adding the `general.alignment` key.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::BadAlignment`] unless `alignment` is a nonzero power of
+    /// two; [`WriteError::DuplicateKey`] if the alignment was already set.
+    pub fn alignment(&mut self, alignment: u32) -> Result<&mut Self, WriteError> {
+        self.add(ALIGNMENT_KEY, Value::U32(alignment))
+    }
+
+    /// Adds a metadata key. `general.alignment` must be a `u32` power of two
+    /// and sets the data alignment.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::DuplicateKey`], [`WriteError::BadAlignment`], or
+    /// [`WriteError::NestingTooDeep`] for an array the reader would refuse.
+    pub fn add(&mut self, key: &str, value: Value) -> Result<&mut Self, WriteError> {
+        if self.keys.contains(key) {
+            return Err(WriteError::DuplicateKey {
+                key: key.to_owned(),
+            });
+        }
+        if key == ALIGNMENT_KEY {
+            match value {
+                Value::U32(v) if v.is_power_of_two() => self.alignment = u64::from(v),
+                Value::U32(v) => return Err(WriteError::BadAlignment { value: v }),
+                _ => return Err(WriteError::BadAlignment { value: 0 }),
+            }
+        }
+        if let Value::Array(a) = &value {
+            if a.depth() > MAX_ARRAY_DEPTH {
+                return Err(WriteError::NestingTooDeep {
+                    key: key.to_owned(),
+                });
+            }
+        }
+        self.keys.insert(key.to_owned());
+        self.metadata.push((key.to_owned(), value));
+        Ok(self)
+    }
+
+    adders! {
+        add_u8(u8) => U8;
+        add_i8(i8) => I8;
+        add_u16(u16) => U16;
+        add_i16(i16) => I16;
+        add_u32(u32) => U32;
+        add_i32(i32) => I32;
+        add_f32(f32) => F32;
+        add_bool(bool) => Bool;
+        add_u64(u64) => U64;
+        add_i64(i64) => I64;
+        add_f64(f64) => F64;
+        add_array(Array) => Array;
+    }
+
+    /// Adds a string key.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::DuplicateKey`].
+    pub fn add_str(&mut self, key: &str, value: &str) -> Result<&mut Self, WriteError> {
+        self.add(key, Value::String(value.to_owned()))
+    }
+
+    /// Adds a tensor of any type from its raw little-endian bytes.
+    ///
+    /// `dims` is in GGML order (row length first).
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::DuplicateTensor`], [`WriteError::BadShape`] (not 1 to 4
+    /// nonzero dimensions), [`WriteError::BadSize`] (first dimension not a
+    /// whole number of blocks, or overflow), [`WriteError::DataLength`].
+    pub fn add_tensor(
+        &mut self,
+        name: &str,
+        ggml_type: GgmlType,
+        dims: &[u64],
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<&mut Self, WriteError> {
+        if self.names.contains(name) {
+            return Err(WriteError::DuplicateTensor {
+                tensor: name.to_owned(),
+            });
+        }
+        if dims.is_empty() || dims.len() > MAX_DIMS || dims.contains(&0) {
+            return Err(WriteError::BadShape {
+                tensor: name.to_owned(),
+                dims: dims.to_vec(),
+            });
+        }
+        let expected = dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .filter(|_| dims[0].is_multiple_of(ggml_type.block_size()))
+            .and_then(|n| ggml_type.bytes_for(n))
+            .ok_or_else(|| WriteError::BadSize {
+                tensor: name.to_owned(),
+                ggml_type,
+                dims: dims.to_vec(),
+            })?;
+        let data = data.into();
+        if data.len() as u64 != expected {
+            return Err(WriteError::DataLength {
+                tensor: name.to_owned(),
+                expected,
+                found: data.len() as u64,
+            });
+        }
+        self.names.insert(name.to_owned());
+        self.tensors.push(PendingTensor {
+            name: name.to_owned(),
+            dims: dims.to_vec(),
+            ggml_type,
+            data,
+        });
+        Ok(self)
+    }
+
+    /// Adds an `F32` tensor.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_tensor`](Self::add_tensor).
+    pub fn add_tensor_f32(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        data: &'a [f32],
+    ) -> Result<&mut Self, WriteError> {
+        let bytes = le_bytes(data, |x| x.to_le_bytes());
+        self.add_tensor(name, GgmlType::F32, dims, bytes)
+    }
+
+    /// Adds an `F16` tensor.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_tensor`](Self::add_tensor).
+    pub fn add_tensor_f16(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        data: &'a [f16],
+    ) -> Result<&mut Self, WriteError> {
+        let bytes = le_bytes(data, |x| x.to_le_bytes());
+        self.add_tensor(name, GgmlType::F16, dims, bytes)
+    }
+
+    /// Adds a `Q8_0` tensor from its blocks (`dims[0]` is the row length in
+    /// weights, a multiple of 32).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_tensor`](Self::add_tensor).
+    pub fn add_tensor_q8_0(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        blocks: &'a [BlockQ8_0],
+    ) -> Result<&mut Self, WriteError> {
+        let bytes: &'a [u8] = bytemuck::cast_slice(blocks);
+        self.add_tensor(name, GgmlType::Q8_0, dims, bytes)
+    }
+
+    /// Writes the file to `out`, returning the number of bytes written.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::Io`].
+    pub fn write_to(&self, mut out: impl Write) -> Result<u64, WriteError> {
+        let mut head = Vec::new();
+        head.extend_from_slice(&MAGIC);
+        head.extend_from_slice(&self.version.to_le_bytes());
+        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
+        for (key, value) in &self.metadata {
+            put_str(&mut head, key);
+            head.extend_from_slice(&value.value_type().id().to_le_bytes());
+            put_value(&mut head, value);
+        }
+        let mut offset = 0u64;
+        for t in &self.tensors {
+            put_str(&mut head, &t.name);
+            head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+            for d in &t.dims {
+                head.extend_from_slice(&d.to_le_bytes());
+            }
+            head.extend_from_slice(&t.ggml_type.id().to_le_bytes());
+            head.extend_from_slice(&offset.to_le_bytes());
+            offset = (offset + t.data.len() as u64).next_multiple_of(self.alignment);
+        }
+        let mut written = head.len() as u64;
+        out.write_all(&head)?;
+        // Padding is streamed from `repeat(0)`: the alignment can be as
+        // large as 2^31, and no buffer may be sized from it.
+        let pad = |out: &mut dyn Write, written: &mut u64| -> std::io::Result<()> {
+            let n = written.next_multiple_of(self.alignment) - *written;
+            std::io::copy(&mut std::io::repeat(0).take(n), out)?;
+            *written += n;
+            Ok(())
+        };
+        if !self.tensors.is_empty() {
+            pad(&mut out, &mut written)?;
+        }
+        for t in &self.tensors {
+            out.write_all(&t.data)?;
+            written += t.data.len() as u64;
+            pad(&mut out, &mut written)?;
+        }
+        out.flush()?;
+        Ok(written)
+    }
+
+    /// The file as bytes.
+    ///
+    /// # Errors
+    ///
+    /// Never in practice (writing to a `Vec` cannot fail); the `Result`
+    /// matches [`write_to`](Self::write_to).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, WriteError> {
+        let mut out = Vec::new();
+        self.write_to(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// `data` as little-endian bytes: borrowed on little-endian targets,
+/// converted on big-endian ones.
+fn le_bytes<T: bytemuck::Pod, const N: usize>(
+    data: &[T],
+    to_le: fn(&T) -> [u8; N],
+) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        Cow::Borrowed(bytemuck::cast_slice(data))
+    } else {
+        Cow::Owned(data.iter().flat_map(to_le).collect())
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::U8(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::I8(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::Bool(v) => out.push(u8::from(*v)),
+        Value::String(s) => put_str(out, s),
+        Value::Array(a) => put_array(out, a),
+        Value::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Value::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
+    }
+}
+
+fn put_array(out: &mut Vec<u8>, array: &Array) {
+    out.extend_from_slice(&array.element_type().id().to_le_bytes());
+    out.extend_from_slice(&(array.len() as u64).to_le_bytes());
+    fn each<T>(out: &mut Vec<u8>, items: &[T], f: impl Fn(&mut Vec<u8>, &T)) {
+        for item in items {
+            f(out, item);
+        }
+    }
+    match array {
+        Array::U8(v) => out.extend_from_slice(v),
+        Array::I8(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::U16(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::I16(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::U32(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::I32(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::F32(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::Bool(v) => each(out, v, |o, x| o.push(u8::from(*x))),
+        Array::String(v) => each(out, v, |o, s| put_str(o, s)),
+        Array::Array(v) => each(out, v, put_array),
+        Array::U64(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::I64(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+        Array::F64(v) => each(out, v, |o, x| o.extend_from_slice(&x.to_le_bytes())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensors_are_padded_to_the_alignment() {
+        let mut w = Writer::new();
+        w.add_tensor("a", GgmlType::I8, &[3], &[1u8, 2, 3][..])
+            .unwrap()
+            .add_tensor("b", GgmlType::I8, &[1], &[9u8][..])
+            .unwrap();
+        let bytes = w.to_bytes().unwrap();
+        // Header: magic, version, counts; two infos of 8+1+4+8+4+8 bytes.
+        let header_len: usize = 4 + 4 + 8 + 8 + 2 * (8 + 1 + 4 + 8 + 4 + 8);
+        let data = header_len.next_multiple_of(32);
+        assert_eq!(bytes.len(), data + 64);
+        assert_eq!(&bytes[data..data + 3], &[1, 2, 3]);
+        assert!(bytes[data + 3..data + 32].iter().all(|&b| b == 0));
+        assert_eq!(bytes[data + 32], 9);
+        // b's info ends with its offset, 32.
+        assert_eq!(&bytes[header_len - 8..header_len], &32u64.to_le_bytes());
+    }
+
+    #[test]
+    fn metadata_only_file_has_no_padding() {
+        let mut w = Writer::new();
+        w.add_bool("k", true).unwrap();
+        let bytes = w.to_bytes().unwrap();
+        assert_eq!(bytes.len(), 24 + 8 + 1 + 4 + 1);
+        assert_eq!(bytes[bytes.len() - 1], 1);
+    }
+
+    #[test]
+    fn huge_alignment_pads_without_a_buffer_of_that_size() {
+        // 2^31 is a legal alignment; the padding before the data section
+        // is streamed, so writing this file costs its own size only.
+        let mut w = Writer::new();
+        w.alignment(1 << 31).unwrap();
+        let bytes = w.to_bytes().unwrap();
+        assert!(bytes.len() < 100);
+        let mut w = Writer::new();
+        w.alignment(1 << 20)
+            .unwrap()
+            .add_tensor("t", GgmlType::I8, &[1], &[5u8][..])
+            .unwrap();
+        let mut sink = std::io::sink();
+        assert_eq!(w.write_to(&mut sink).unwrap(), 2 << 20);
+    }
+}
