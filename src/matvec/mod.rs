@@ -18,20 +18,22 @@
 //! | [`matmul_q8_0_rayon`] | rayon, from [`MATMUL_PAR_MIN_ROWS`] rows | prefill |
 //!
 //! The pooled matvec splits rows statically with [`split`](crate::split)
-//! (one contiguous range per thread, written straight into `out`). Against
-//! the atomic-cursor variant ([`matvec_q8_0_pool_dynamic`]) the static
-//! split was as fast or faster on every Qwen3-0.6B decode shape on an idle
-//! two-core machine (`benches/matvec.rs`; the dynamic one lost up to 15%
-//! to its extra atomic traffic), so the static split is the default. Where
-//! another process holds a core, neither helps: a dispatch returns only
-//! once every worker has run, so a descheduled worker stalls both for a
-//! scheduler time slice, and rayon, whose idle workers sleep and steal,
-//! degrades more gracefully there.
+//! (one contiguous range per thread, written straight into `out`). It was
+//! measured against the atomic-cursor variant ([`matvec_q8_0_pool_dynamic`])
+//! on the Qwen3-0.6B decode shapes of `benches/matvec.rs`, two threads on
+//! a two-core machine, three runs: from cache the static split was faster
+//! in 13 of 15 shape-runs (by up to 10%, behind by at most 1.2% in the
+//! other two); from DRAM the two were within run-to-run noise, the static
+//! one ahead on the largest matrix in every run (lm_head, 2-8%); with
+//! a niced CPU hog on the second core the static split kept a 1.4x lead
+//! over single-core on k/v where the cursor kept 1.1x. So the static split
+//! is the default. The cursor cannot rescue a worker that is not running
+//! at all: a dispatch returns only once every worker has taken part.
 //!
 //! The activation is quantized by the caller, once, into a reusable
-//! [`QuantizedVector`](crate::quant::QuantizedVector); several matvecs sharing an input (q, k and v) can
-//! share it. The matvecs allocate nothing; the matmuls allocate one small
-//! list of output slices per call.
+//! [`QuantizedVector`](crate::quant::QuantizedVector); several matvecs
+//! sharing an input (q, k and v) can share it. The matvecs allocate
+//! nothing; the matmuls allocate one small list of output slices per call.
 //!
 //! ```
 //! use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, Q8Matrix};
