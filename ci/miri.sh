@@ -25,7 +25,7 @@ fi
 # Once over everything, with weak-memory emulation and random preemption
 # (Miri's defaults) ...
 base="${MIRIFLAGS:-} -Zmiri-strict-provenance"
-MIRIFLAGS="$base" cargo +nightly miri test --lib -- unsafe_core pool::tests quant
+MIRIFLAGS="$base" cargo +nightly miri test --lib -- unsafe_core pool::tests quant matvec gguf
 # ... then the pool protocol under 16 scheduler seeds, each a different
 # interleaving of the workers.
 MIRIFLAGS="$base -Zmiri-many-seeds=0..16" cargo +nightly miri test --lib -- unsafe_core::pool
