@@ -1,6 +1,7 @@
 //! The pooled, dynamic-pooled and rayon matvecs return exactly the bytes of
 //! the single-core matvec, for random shapes and 1 to 16 threads, and a
 //! matmul's rows are exactly the matvecs of its batch rows.
+#![cfg(not(feature = "loom"))]
 
 use std::time::Duration;
 

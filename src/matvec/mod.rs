@@ -36,6 +36,7 @@
 //! nothing; the matmuls allocate one small list of output slices per call.
 //!
 //! ```
+//! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
 //! use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, Q8Matrix};
 //! use inferno_cpu::quant::{quantize_row_q8_0, QuantizedVector};
 //! use inferno_cpu::ThreadPool;
@@ -54,6 +55,7 @@
 //! let mut pooled = vec![0.0; rows];
 //! matvec_q8_0_pool(&pool, &w, &x, &mut pooled)?;
 //! assert_eq!(single, pooled); // bit for bit
+//! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

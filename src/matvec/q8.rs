@@ -244,6 +244,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "loom"))] // the pool runs on loom's scheduler under `loom`
     fn pooled_variants_match_direct_dots() {
         let (rows, cols) = (37, 96);
         let (blocks, x) = fixture(rows, cols);

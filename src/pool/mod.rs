@@ -10,6 +10,7 @@
 //! CPU; the next dispatch wakes them (paying the OS wake-up once).
 //!
 //! ```
+//! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
 //! use inferno_cpu::ThreadPool;
 //!
 //! let pool = ThreadPool::new(4)?;
@@ -21,6 +22,7 @@
 //!     }
 //! });
 //! assert_eq!(out[999], 999 * 999);
+//! # }
 //! # Ok::<(), inferno_cpu::PoolError>(())
 //! ```
 
@@ -115,6 +117,7 @@ impl ThreadPool {
     /// returns when all have finished.
     ///
     /// ```
+    /// # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// let pool = inferno_cpu::ThreadPool::new(3)?;
     /// let sum = AtomicUsize::new(0);
@@ -123,6 +126,7 @@ impl ThreadPool {
     ///     sum.fetch_add(id, Ordering::Relaxed);
     /// });
     /// assert_eq!(sum.into_inner(), 0 + 1 + 2);
+    /// # }
     /// # Ok::<(), inferno_cpu::PoolError>(())
     /// ```
     ///
@@ -180,6 +184,7 @@ impl ThreadPool {
     /// The last piece may be shorter; `chunk == 0` is treated as 1.
     ///
     /// ```
+    /// # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
     /// let pool = inferno_cpu::ThreadPool::new(2)?;
     /// let mut data = vec![0u8; 100];
     /// pool.for_each_chunk_mut_dynamic(&mut data, 16, |range, piece| {
@@ -187,6 +192,7 @@ impl ThreadPool {
     ///     piece.fill(1);
     /// });
     /// assert!(data.iter().all(|&x| x == 1));
+    /// # }
     /// # Ok::<(), inferno_cpu::PoolError>(())
     /// ```
     ///
@@ -206,12 +212,14 @@ impl ThreadPool {
 /// Settings for a [`ThreadPool`].
 ///
 /// ```
+/// # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
 /// use std::time::Duration;
 /// let pool = inferno_cpu::ThreadPool::builder()
 ///     .threads(2)
 ///     .spin_time(Duration::from_micros(500))
 ///     .build()?;
 /// assert_eq!(pool.threads(), 2);
+/// # }
 /// # Ok::<(), inferno_cpu::PoolError>(())
 /// ```
 #[derive(Clone, Debug)]
