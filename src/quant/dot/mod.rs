@@ -489,6 +489,14 @@ mod tests {
         {
             assert_ne!(Kernel::best_available(), Kernel::Scalar);
         }
+        // The dot-product kernel is preferred wherever the CPU has `sdot`;
+        // plain NEON serves the rest.
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            assert_eq!(Kernel::best_available(), Kernel::NeonDot);
+        } else if std::arch::is_aarch64_feature_detected!("neon") {
+            assert_eq!(Kernel::best_available(), Kernel::Neon);
+        }
         #[cfg(miri)]
         assert_eq!(Kernel::best_available(), Kernel::Scalar);
     }
