@@ -468,6 +468,39 @@ fn neon_f32_dot_matches_scalar() {
 }
 
 #[test]
+fn neon_dot_dot_matches_scalar() {
+    dot_matches_scalar(Kernel::NeonDot, "neon_dot_dot_matches_scalar");
+}
+
+#[test]
+fn neon_dot_matvec_matches_dot() {
+    matvec_matches_dot(Kernel::NeonDot, "neon_dot_matvec_matches_dot");
+}
+
+#[test]
+fn neon_dot_f32_dot_matches_scalar() {
+    f32_dot_matches_scalar(Kernel::NeonDot, "neon_dot_f32_dot_matches_scalar");
+}
+
+/// `sdot` with interleaved byte pairs builds the plain NEON kernel's lanes,
+/// so the two agree bit for bit (every byte value, -128 included, in the
+/// weights and every quantized activation byte).
+#[test]
+fn neon_dot_equals_neon_bit_for_bit() {
+    let test = "neon_dot_equals_neon_bit_for_bit";
+    on_kernel(Kernel::NeonDot, test, |runner| {
+        runner
+            .run(&dot_operands(40), |(w, x)| {
+                let a = Kernel::NeonDot.dot_q8_0(&w, &x).unwrap();
+                let b = Kernel::Neon.dot_q8_0(&w, &x).unwrap();
+                prop_assert_eq!(a.to_bits(), b.to_bits());
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+#[test]
 fn scalar_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Scalar, "scalar_matvec_matches_dot");
 }

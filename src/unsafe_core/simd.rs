@@ -12,13 +12,15 @@
 //! instructions, so the scalar kernels are what Miri runs.
 //!
 //! `[SIMD-TOKEN]` in `SAFETY.md` is the one invariant all of these calls
-//! rely on.
+//! rely on. On aarch64 this module also holds `sdot`, the one instruction
+//! of the dot-product extension the kernels use, as inline assembly
+//! (`[SIMD-SDOT]`), because its intrinsic is not stable Rust.
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{Avx2Token, Avx512VnniToken, AvxVnniToken};
 
 #[cfg(target_arch = "aarch64")]
-pub(crate) use arm::NeonToken;
+pub(crate) use arm::{sdot, NeonDotToken, NeonToken};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -156,9 +158,42 @@ mod x86 {
 
 #[cfg(target_arch = "aarch64")]
 mod arm {
+    use core::arch::aarch64::{int32x4_t, int8x16_t};
+    use core::arch::asm;
+
     use crate::quant::activation::ActBlock;
     use crate::quant::block::BlockQ8_0;
-    use crate::quant::dot::aarch64::neon;
+    use crate::quant::dot::aarch64::{neon, neon_dot};
+
+    /// `sdot`: to each `i32` lane `k` of `acc`, adds the dot product of the
+    /// signed bytes `4k..4k + 4` of `a` and of `b` (wrapping, like the
+    /// instruction; a Q8_0 block adds at most `8 * 128 * 128` to a lane
+    /// that starts at zero, so the kernels never wrap).
+    ///
+    /// The intrinsic `vdotq_s32` is not stable Rust; the instruction is.
+    /// Being a `#[target_feature]` function, this is callable without
+    /// `unsafe` only from code compiled with `dotprod`, i.e. from the
+    /// kernels a `NeonDotToken` guards.
+    #[inline]
+    #[target_feature(enable = "neon,dotprod")]
+    pub(crate) fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: [SIMD-SDOT] one `sdot` on three vector registers the
+        // compiler allocates: it reads `a`, `b` and `acc`, writes only
+        // `acc`, and touches no memory, stack or flags, as the options
+        // declare; `dotprod` is enabled on this function, so it runs only
+        // where the CPU has the instruction. Checked by:
+        // tests/prop_quant.rs::neon_dot_equals_neon_bit_for_bit
+        unsafe {
+            asm!(
+                "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+                acc = inout(vreg) acc,
+                a = in(vreg) a,
+                b = in(vreg) b,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        acc
+    }
 
     /// Proof that the CPU has NEON (always true on aarch64 Linux and
     /// macOS, but the kernels' `#[target_feature]` still asks for a check).
@@ -201,6 +236,40 @@ mod arm {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_matvec.rs::f32_pool_equals_single
             unsafe { neon::matvec_f32(w, cols, x, out) }
+        }
+    }
+
+    /// Proof that the CPU has NEON and the dot-product extension.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct NeonDotToken(());
+
+    impl NeonDotToken {
+        /// `Some` only if the running CPU has neon and dotprod (never
+        /// under Miri).
+        pub(crate) fn new() -> Option<Self> {
+            NeonToken::new()?;
+            std::arch::is_aarch64_feature_detected!("dotprod").then_some(Self(()))
+        }
+
+        /// The NEON token this CPU also earns (for the f32 kernels).
+        #[inline]
+        pub(crate) fn neon(self) -> NeonToken {
+            NeonToken(())
+        }
+
+        #[inline]
+        pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `NeonDotToken::new`
+            // found neon and dotprod, the features `dot_q8` enables.
+            // Checked by: tests/prop_quant.rs::neon_dot_dot_matches_scalar
+            unsafe { neon_dot::dot_q8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // tests/prop_quant.rs::neon_dot_matvec_matches_dot
+            unsafe { neon_dot::matvec_q8(w, nb, x, out) }
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | `Avx2` | x86_64 with AVX2, FMA, F16C | `vpsignb`, `vpmaddubsw`, `vpmaddwd` |
 //! | `Avx512Vnni` | x86_64 with AVX-512 F/VL/VNNI too | one 256-bit `vpdpbusd` |
 //! | `AvxVnni` | x86_64 with AVX-VNNI (VEX) too | one `vpdpbusd` |
+//! | `NeonDot` | aarch64 with the dot-product extension | `zip1`, `zip2`, two `sdot` |
 //! | `Neon` | aarch64 | `smull`, `sadalp` |
 //!
 //! [`Kernel::selected`] detects the best kernel the CPU supports on first
@@ -38,7 +39,7 @@
 //! kernel. The same argument gives `2 * gamma(len + 6) * sum |w_i * x_i|`
 //! for the f32 kernels ([`f32_error_bound`]). `Avx2`, `Avx512Vnni` and
 //! `AvxVnni` produce identical lanes and combine them identically, so they
-//! agree bit for bit.
+//! agree bit for bit; so do `NeonDot` and `Neon`.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -54,10 +55,10 @@ use super::activation::{ActBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::quantize::QuantError;
 use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
-#[cfg(target_arch = "aarch64")]
-use crate::unsafe_core::simd::NeonToken;
 #[cfg(target_arch = "x86_64")]
 use crate::unsafe_core::simd::{Avx2Token, Avx512VnniToken, AvxVnniToken};
+#[cfg(target_arch = "aarch64")]
+use crate::unsafe_core::simd::{NeonDotToken, NeonToken};
 
 /// Environment variable that, set to `1` before the first kernel use,
 /// makes [`Kernel::selected`] return [`Kernel::Scalar`].
@@ -78,6 +79,8 @@ pub enum Kernel {
     Avx512Vnni,
     /// x86_64 AVX-VNNI, the VEX-encoded VNNI of CPUs without AVX-512.
     AvxVnni,
+    /// aarch64 NEON with the dot-product extension (`sdot`).
+    NeonDot,
     /// aarch64 NEON.
     Neon,
 }
@@ -98,10 +101,11 @@ pub enum KernelError {
 
 impl Kernel {
     /// Every kernel, fastest first within each architecture.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 6] = [
         Kernel::Avx512Vnni,
         Kernel::AvxVnni,
         Kernel::Avx2,
+        Kernel::NeonDot,
         Kernel::Neon,
         Kernel::Scalar,
     ];
@@ -168,7 +172,8 @@ impl Kernel {
     }
 
     /// Dot product of two f32 slices, with this kernel (the f32 parts of
-    /// `Avx512Vnni` and `AvxVnni` are that of `Avx2`).
+    /// `Avx512Vnni` and `AvxVnni` are that of `Avx2`, and `NeonDot`'s is
+    /// that of `Neon`).
     ///
     /// # Errors
     ///
@@ -237,6 +242,8 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => AvxVnniToken::new().map(Dispatch::AvxVnni),
             #[cfg(target_arch = "aarch64")]
+            Kernel::NeonDot => NeonDotToken::new().map(Dispatch::NeonDot),
+            #[cfg(target_arch = "aarch64")]
             Kernel::Neon => NeonToken::new().map(Dispatch::Neon),
             #[allow(unreachable_patterns)]
             _ => None,
@@ -292,6 +299,8 @@ pub(crate) enum Dispatch {
     #[cfg(target_arch = "x86_64")]
     AvxVnni(AvxVnniToken),
     #[cfg(target_arch = "aarch64")]
+    NeonDot(NeonDotToken),
+    #[cfg(target_arch = "aarch64")]
     Neon(NeonToken),
 }
 
@@ -308,6 +317,8 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q8(w, x),
             #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.dot_q8(w, x),
+            #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_q8(w, x),
         }
     }
@@ -323,6 +334,8 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.matvec_q8(w, nb, x, out),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
         }
@@ -354,6 +367,8 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().dot_f32(w, x),
             #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_f32(w, x),
+            #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_f32(w, x),
         }
     }
@@ -369,6 +384,8 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.avx2().matvec_f32(w, cols, x, out),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().matvec_f32(w, cols, x, out),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().matvec_f32(w, cols, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_f32(w, cols, x, out),
         }
@@ -471,6 +488,14 @@ mod tests {
             && std::is_x86_feature_detected!("f16c")
         {
             assert_ne!(Kernel::best_available(), Kernel::Scalar);
+        }
+        // The dot-product kernel is preferred wherever the CPU has `sdot`;
+        // plain NEON serves the rest.
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            assert_eq!(Kernel::best_available(), Kernel::NeonDot);
+        } else if std::arch::is_aarch64_feature_detected!("neon") {
+            assert_eq!(Kernel::best_available(), Kernel::Neon);
         }
         #[cfg(miri)]
         assert_eq!(Kernel::best_available(), Kernel::Scalar);

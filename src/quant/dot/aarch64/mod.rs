@@ -1,3 +1,4 @@
-//! aarch64 kernels: NEON.
+//! aarch64 kernels: NEON, and NEON with the dot-product extension.
 
 pub(crate) mod neon;
+pub(crate) mod neon_dot;

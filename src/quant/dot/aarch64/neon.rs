@@ -7,9 +7,10 @@
 //! alternating between even and odd blocks, and one horizontal sum ends the
 //! row.
 //!
-//! The dot-product extension's `sdot` would do the integer part in two
-//! instructions, but its intrinsics (`vdotq_s32`) are not stable Rust yet;
-//! the widening multiplies keep up with memory bandwidth on one core.
+//! Where the CPU has the dot-product extension, the
+//! [`NeonDot`](super::neon_dot) kernel does the integer part with `sdot`
+//! instead, producing the same lanes; this kernel serves the CPUs without
+//! it (such as Cortex-A53 and A72) and provides the f32 kernels of both.
 //!
 //! NEON is baseline on aarch64, yet Rust still requires `#[target_feature]`
 //! on the functions that use its intrinsics and an `unsafe` call into them,

@@ -1,0 +1,94 @@
+//! aarch64 NEON kernels with the dot-product extension (`dotprod`).
+//!
+//! `sdot` adds, into each of four `i32` lanes, the dot product of four
+//! signed byte pairs: two of them compute a Q8_0 block's integer dot
+//! product, where the plain [NEON kernel](super::neon) needs four widening
+//! multiplies and four pairwise adds.
+//!
+//! The lanes are made equal to the plain kernel's lanes, not merely equal
+//! in sum. Plain NEON's lane `k` holds the products of the byte pairs at
+//! `2k`, `2k + 1`, `8 + 2k` and `9 + 2k` of each 16-byte half, while
+//! `sdot`'s lane `k` takes bytes `4k..4k + 4`. Interleaving the 16-bit
+//! pairs of the two halves (`zip1`, `zip2`, the same permutation on both
+//! operands) moves exactly the plain kernel's byte pairs into each `sdot`
+//! lane. The rest (converting the lanes to f32, fused-multiply-adding them
+//! with `d_w * d_x` into two accumulators alternating between even and odd
+//! blocks, one horizontal sum) is the plain kernel's sequence, so the two
+//! kernels agree bit for bit and a row's result does not depend on whether
+//! the CPU has the extension. The two permutes per operand cost far less
+//! than the multiplies they replace, and the kernel stays memory-bound.
+//!
+//! `vdotq_s32` is not stable Rust, so `sdot` itself is one instruction of
+//! inline assembly in `unsafe_core::simd::sdot`; this module is safe code
+//! around it. The f32 kernels of this instruction set are plain NEON's.
+
+use core::arch::aarch64::*;
+
+use crate::quant::activation::ActBlock;
+use crate::quant::block::BlockQ8_0;
+use crate::quant::dot::scalar::for_rows;
+use crate::unsafe_core::simd::sdot;
+
+/// Reorders the 32 bytes `[h, g]` (two 16-byte halves, each eight byte
+/// pairs `h0..h7`, `g0..g7`) as `[h0 g0 h1 g1 h2 g2 h3 g3]` and
+/// `[h4 g4 h5 g5 h6 g6 h7 g7]`, so `sdot` lane `k` sums the pairs `k` and
+/// `k + 4` of both halves, as the plain NEON kernel's lane `k` does.
+#[inline]
+#[target_feature(enable = "neon")]
+fn interleave_pairs(qs: [i8; 32]) -> [int8x16_t; 2] {
+    let [h, g]: [int16x8_t; 2] = bytemuck::cast(qs);
+    [
+        vreinterpretq_s8_s16(vzip1q_s16(h, g)),
+        vreinterpretq_s8_s16(vzip2q_s16(h, g)),
+    ]
+}
+
+/// Four `i32` lanes whose sum is the block's exact integer dot product,
+/// each equal to the plain NEON kernel's lane.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> int32x4_t {
+    let [w0, w1] = interleave_pairs(w.qs);
+    let [x0, x1] = interleave_pairs(x.qs);
+    sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1)
+}
+
+/// Adds one block's term to the accumulator.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn block_fma(acc: float32x4_t, w: &BlockQ8_0, x: &ActBlock) -> float32x4_t {
+    let d = vdupq_n_f32(w.scale().to_f32() * x.d);
+    vfmaq_f32(acc, vcvtq_f32_s32(block_lanes(w, x)), d)
+}
+
+/// Dot product of a Q8_0 weight row with a quantized activation.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot_q8: block counts differ");
+    let (w2, w_rest) = w.as_chunks::<2>();
+    let (x2, x_rest) = x.as_chunks::<2>();
+    let mut acc0 = vdupq_n_f32(0.0);
+    let mut acc1 = vdupq_n_f32(0.0);
+    for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
+        acc0 = block_fma(acc0, wa, xa);
+        acc1 = block_fma(acc1, wb, xb);
+    }
+    if let ([wl], [xl]) = (w_rest, x_rest) {
+        acc0 = block_fma(acc0, wl, xl);
+    }
+    vaddvq_f32(vaddq_f32(acc0, acc1))
+}
+
+/// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
+///
+/// # Panics
+///
+/// If `x.len() != nb` or `w.len() != nb * out.len()`.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+    for_rows(w, nb, x.len(), out, |row| dot_q8(row, x));
+}
