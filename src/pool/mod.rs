@@ -84,6 +84,17 @@ pub fn split(total: usize, id: usize, n: usize) -> Range<usize> {
 /// to finish, then resumes the panic on the caller. The pool stays usable.
 ///
 /// Dropping the pool stops and joins its workers.
+///
+/// # Sizing
+///
+/// A dispatch returns when its slowest share is done, so the pool is as
+/// fast as its slowest thread. Give it at most as many threads as the
+/// machine has free cores ([`default_threads`] counts physical performance
+/// cores). When the OS has fewer cores for the pool than it has threads
+/// (another busy process, a container quota), waiting threads yield their
+/// core after a few microseconds instead of spinning it away, so a
+/// squeezed pool runs at about single-core speed rather than stalling; it
+/// does not get faster than one thread on a core it does not have.
 #[derive(Debug)]
 pub struct ThreadPool {
     raw: RawPool,
