@@ -43,11 +43,61 @@ impl BlockQ8_0 {
     pub fn scale(&self) -> f16 {
         f16::from_le_bytes(self.d)
     }
+
+    /// The block's scale `d` widened to f32 (exactly, as
+    /// [`f16::to_f32`] does).
+    ///
+    /// Kernels call this once per block. `half`'s conversion checks at run
+    /// time for a hardware instruction and calls out of line where the
+    /// build does not enable one (aarch64 without `fp16`, x86_64 without
+    /// `f16c`); this one is a few integer operations that inline into the
+    /// block loop.
+    #[inline(always)]
+    pub fn scale_f32(&self) -> f32 {
+        f16_bits_to_f32(u16::from_le_bytes(self.d))
+    }
+}
+
+/// Exact IEEE half to single conversion, without branches on the value
+/// except for infinities and NaNs (whose NaNs come out quiet, as the
+/// hardware conversions make them).
+#[inline(always)]
+fn f16_bits_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exponent = (h >> 10) & 0x1f;
+    let mantissa = u32::from(h & 0x3ff);
+    let magnitude = if exponent == 0x1f {
+        // Infinity (mantissa 0) or NaN (made quiet).
+        let quiet = if mantissa == 0 { 0 } else { 0x0040_0000 };
+        0x7f80_0000 | quiet | (mantissa << 13)
+    } else {
+        // Normal and subnormal halves: moving the exponent and mantissa bits
+        // into place reads them as a float 2^112 too small (the exponent
+        // biases differ by 112), and multiplying by 2^112 is exact for every
+        // finite half, subnormals included.
+        const TWO_POW_112: f32 = f32::from_bits((112 + 127) << 23);
+        (f32::from_bits(u32::from(h & 0x7fff) << 13) * TWO_POW_112).to_bits()
+    };
+    f32::from_bits(sign | magnitude)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_f32_matches_half_for_every_value() {
+        for bits in 0..=u16::MAX {
+            let block = BlockQ8_0 {
+                d: bits.to_le_bytes(),
+                qs: [0; QK8_0],
+            };
+            // NaNs too: same payload, made quiet.
+            let expected = f16::from_bits(bits).to_f32();
+            let got = block.scale_f32();
+            assert_eq!(got.to_bits(), expected.to_bits(), "{bits:#06x}");
+        }
+    }
 
     #[test]
     fn casts_from_unaligned_bytes() {

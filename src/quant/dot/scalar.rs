@@ -27,7 +27,7 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
     for (wb, xb) in w.iter().zip(x) {
         // d_w * d_x is exact in f32 (two 11-bit significands), and so is
         // isum as f32 (|isum| <= 32 * 128 * 127 < 2^24).
-        acc += wb.scale().to_f32() * xb.d * block_isum(wb, xb) as f32;
+        acc += wb.scale_f32() * xb.d * block_isum(wb, xb) as f32;
     }
     acc
 }

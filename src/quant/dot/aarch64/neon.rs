@@ -43,7 +43,7 @@ fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> int32x4_t {
 #[inline]
 #[target_feature(enable = "neon")]
 fn block_fma(acc: float32x4_t, w: &BlockQ8_0, x: &ActBlock) -> float32x4_t {
-    let d = vdupq_n_f32(w.scale().to_f32() * x.d);
+    let d = vdupq_n_f32(w.scale_f32() * x.d);
     vfmaq_f32(acc, vcvtq_f32_s32(block_lanes(w, x)), d)
 }
 
