@@ -253,7 +253,7 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
     };
     row(Backend::Single, 1, single);
     for &threads in thread_counts {
-        eprintln!("  {threads} threads ...");
+        eprintln!("  measuring with {threads} thread(s) ...");
         let pool = ThreadPool::new(threads)?;
         let t = time_tokens(&weights, tokens, &|w, x, o| {
             Ok(matvec_q8_0_pool(&pool, w, x, o)?)
