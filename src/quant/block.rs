@@ -45,7 +45,7 @@ impl BlockQ8_0 {
     }
 
     /// The block's scale `d` widened to f32 (exactly, as
-    /// [`f16::to_f32`] does).
+    /// `half::f16::to_f32` does).
     ///
     /// Kernels call this once per block. `half`'s conversion checks at run
     /// time for a hardware instruction and calls out of line where the
