@@ -58,8 +58,10 @@
 #[allow(unsafe_code)]
 mod unsafe_core;
 
+pub mod backend;
 pub mod gguf;
 pub mod matvec;
+pub mod model;
 pub mod pool;
 pub mod quant;
 mod sync;

@@ -103,6 +103,13 @@ impl<'a> Q8Matrix<'a> {
         Ok(Self { blocks, rows, cols })
     }
 
+    /// A view of blocks already checked to hold `rows x cols` weights
+    /// (by an earlier [`new`](Self::new) on the same slice and shape).
+    pub(crate) fn from_checked(blocks: &'a [BlockQ8_0], rows: usize, cols: usize) -> Self {
+        debug_assert!(Self::new(blocks, rows, cols).is_ok());
+        Self { blocks, rows, cols }
+    }
+
     /// Views raw GGUF tensor bytes (any alignment) as a `rows x cols`
     /// matrix, without copying.
     ///

@@ -5,7 +5,8 @@
 //! each block keeps its 32 `i8` values aligned for vector loads, its scale
 //! already widened to f32, and the per-lane sums the VNNI kernels need to
 //! correct their unsigned-by-signed product. The values are exactly GGML's
-//! Q8_0 quantization of the input ([`QuantizedVector::to_blocks`] returns
+//! Q8_0 quantization of the input, ties rounded to even as GGML rounds
+//! activations ([`QuantizedVector::to_blocks`] returns
 //! them as [`BlockQ8_0`]).
 
 use bytemuck::{Pod, Zeroable};
@@ -13,7 +14,7 @@ use half::f16;
 
 use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
-use super::quantize::{blocks_for, quantize_block_q8_0, QuantError};
+use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
 /// One quantized activation block, laid out for the kernels.
 ///
@@ -57,9 +58,10 @@ impl ActBlock {
         }
     }
 
-    /// Quantizes one block with the portable code.
+    /// Quantizes one block with the portable code (ties to even, as GGML
+    /// quantizes activations).
     pub(crate) fn quantize(x: &[f32; QK8_0]) -> Self {
-        let (d, qs) = quantize_block_q8_0(x);
+        let (d, qs) = quantize_block_q8_0_even(x);
         Self::new(d, qs)
     }
 
@@ -134,7 +136,7 @@ impl QuantizedVector {
     }
 
     /// The quantized values as GGML Q8_0 blocks, identical to
-    /// [`quantize_row_q8_0`](super::quantize_row_q8_0) of the input.
+    /// [`quantize_row_q8_0_even`](super::quantize_row_q8_0_even) of the input.
     pub fn to_blocks(&self) -> Vec<BlockQ8_0> {
         self.blocks.iter().map(|b| b.to_block()).collect()
     }
@@ -215,14 +217,14 @@ impl QuantizedBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::quantize_row_q8_0;
+    use crate::quant::quantize_row_q8_0_even;
 
     #[test]
     fn matches_row_quantizer_and_bias() {
         let x: Vec<f32> = (0..96).map(|i| (i as f32 - 40.0) * 0.37).collect();
         let mut xq = QuantizedVector::with_capacity(96);
         xq.quantize_from(&x).unwrap();
-        assert_eq!(xq.to_blocks(), quantize_row_q8_0(&x).unwrap());
+        assert_eq!(xq.to_blocks(), quantize_row_q8_0_even(&x).unwrap());
         for b in xq.act() {
             for (j, &nb) in b.neg_bias.iter().enumerate() {
                 let s: i32 = b.qs[4 * j..4 * j + 4].iter().map(|&q| i32::from(q)).sum();
@@ -255,6 +257,6 @@ mod tests {
             Err(QuantError::BatchShape { len: 0, cols: 0 })
         );
         xs.quantize_from(&[1.0; 128], 64).unwrap();
-        assert_eq!(xs.row_blocks(1), quantize_row_q8_0(&[1.0; 64]).unwrap());
+        assert_eq!(xs.row_blocks(1), crate::quant::quantize_row_q8_0_even(&[1.0; 64]).unwrap());
     }
 }

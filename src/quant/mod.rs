@@ -21,6 +21,19 @@
 //! 3. `qs[j] = round(x[j] * id)`, rounding half away from zero;
 //! 4. `d` is stored as f16, rounded to nearest even (`id` uses the f32 `d`).
 //!
+//! # Activations round ties to even
+//!
+//! Weights in a file were quantized by GGML's reference code, which rounds
+//! half away from zero. Activations are quantized at run time, and there
+//! GGML's CPU backend uses its vector code (x86 AVX and Arm NEON), which
+//! rounds with the hardware's default mode: half to even. Ties are common
+//! when the input has few significant bits (an attention output over one
+//! position is a row of `f16` values), and one flipped value moves
+//! llama.cpp's logits by about 6e-3 (relative L2) on the test model. So
+//! [`QuantizedVector`] and [`QuantizedBatch`] hold
+//! [`quantize_row_q8_0_even`]'s blocks; [`quantize_row_q8_0`] stays the
+//! reference for weights.
+//!
 //! # Non-finite and extreme inputs
 //!
 //! GGML's C code converts `round(x * id)` to `int8_t`, which is undefined
@@ -55,6 +68,6 @@ pub use activation::{QuantizedBatch, QuantizedVector};
 pub use block::{BlockQ8_0, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
 pub use quantize::{
-    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_block_q8_0, quantize_row_q8_0,
-    quantize_row_q8_0_into, QuantError,
+    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_block_q8_0, quantize_block_q8_0_even,
+    quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_0_into, QuantError,
 };

@@ -78,6 +78,26 @@ fn block_amax(x: &[f32; QK8_0]) -> f32 {
 /// rule.
 #[inline]
 pub fn quantize_block_q8_0(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
+    quantize_block(x, round_away)
+}
+
+/// [`quantize_block_q8_0`] with ties rounded to even instead of away from
+/// zero: how GGML's CPU backend quantizes activations at run time (its
+/// x86 and Arm vector code rounds with the hardware's default mode), so
+/// this is what llama.cpp multiplies Q8_0 weights with.
+#[inline]
+pub fn quantize_block_q8_0_even(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
+    quantize_block(x, round_even)
+}
+
+/// Rounds half to even, for `|v| <= 127`.
+#[inline(always)]
+fn round_even(v: f32) -> i8 {
+    v.round_ties_even() as i8 // -127..=127
+}
+
+#[inline(always)]
+fn quantize_block(x: &[f32; QK8_0], round: fn(f32) -> i8) -> (f16, [i8; QK8_0]) {
     let amax = block_amax(x);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -92,7 +112,7 @@ pub fn quantize_block_q8_0(x: &[f32; QK8_0]) -> (f16, [i8; QK8_0]) {
         } else {
             s.clamp(-127.0, 127.0)
         };
-        *q = round_away(s);
+        *q = round(s);
     }
     (f16::from_f32(d), qs)
 }
@@ -140,6 +160,38 @@ pub fn quantize_row_q8_0_into(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), Qu
 pub fn quantize_row_q8_0(x: &[f32]) -> Result<Vec<BlockQ8_0>, QuantError> {
     let mut out = vec![BlockQ8_0::default(); blocks_for(x.len())?];
     quantize_row_q8_0_into(x, &mut out)?;
+    Ok(out)
+}
+
+/// Quantizes a row of activations as GGML's CPU backend does at run time:
+/// [`quantize_row_q8_0`] with ties rounded to even
+/// ([`quantize_block_q8_0_even`]). [`QuantizedVector`](super::QuantizedVector)
+/// holds exactly these blocks.
+///
+/// ```
+/// use inferno_cpu::quant::{quantize_row_q8_0, quantize_row_q8_0_even};
+/// let mut x = [0.0f32; 32];
+/// x[0] = 127.0;
+/// x[1] = 2.5; // a tie: 2 here, 3 in the reference quantizer
+/// assert_eq!(quantize_row_q8_0_even(&x)?[0].qs[1], 2);
+/// assert_eq!(quantize_row_q8_0(&x)?[0].qs[1], 3);
+/// # Ok::<(), inferno_cpu::quant::QuantError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of 32.
+pub fn quantize_row_q8_0_even(x: &[f32]) -> Result<Vec<BlockQ8_0>, QuantError> {
+    let nb = blocks_for(x.len())?;
+    let (chunks, _) = x.as_chunks::<QK8_0>();
+    let out: Vec<BlockQ8_0> = chunks
+        .iter()
+        .map(|c| {
+            let (d, qs) = quantize_block_q8_0_even(c);
+            BlockQ8_0::new(d, qs)
+        })
+        .collect();
+    debug_assert_eq!(out.len(), nb);
     Ok(out)
 }
 

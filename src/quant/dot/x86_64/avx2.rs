@@ -149,8 +149,7 @@ pub(crate) fn quantize_act(x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
 /// * `x * id` is the same product per lane; NaN lanes become 0 and the
 ///   rest are clamped to `-127..=127` before rounding, as the portable
 ///   code does;
-/// * rounding half away from zero is truncation (`vroundps` toward zero)
-///   plus one where the exact remainder is at least one half in size;
+/// * rounding is `vroundps` to nearest, ties to even, as `round_ties_even`;
 /// * the values pack to bytes without saturating, and the lane sums come
 ///   from the packed bytes with the same `vpmaddubsw`/`vpmaddwd` pair the
 ///   dot kernel uses.
@@ -181,19 +180,12 @@ fn quantize_block(x: &[f32; QK8_0]) -> ActBlock {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let idv = _mm256_set1_ps(id);
     let (lo, hi) = (_mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
-    let (half, one) = (_mm256_set1_ps(0.5), _mm256_set1_ps(1.0));
     let round = |a: __m256| {
         let s = _mm256_mul_ps(a, idv);
         let s = _mm256_andnot_ps(unord(s), s); // NaN -> +0
         let s = _mm256_min_ps(_mm256_max_ps(s, lo), hi);
-        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(s);
-        let f = _mm256_sub_ps(s, t);
-        let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
-        let down = _mm256_and_ps(
-            _mm256_cmp_ps::<_CMP_LE_OQ>(f, _mm256_sub_ps(_mm256_setzero_ps(), half)),
-            one,
-        );
-        _mm256_cvtps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), down))
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(s);
+        _mm256_cvtps_epi32(r) // exact: r is an integer
     };
     let q = [round(v[0]), round(v[1]), round(v[2]), round(v[3])];
     // packs interleave the 128-bit halves; the permute restores the order.

@@ -1,0 +1,152 @@
+//! The key/value cache: every layer's keys and values of the positions
+//! seen so far.
+
+use std::fmt;
+use std::str::FromStr;
+
+use half::f16;
+
+use super::ops::KvRows;
+use super::ModelError;
+
+/// The element type of the KV cache.
+///
+/// `F16` is llama.cpp's default and halves the bytes a long context reads
+/// per token. With it, the query and the softmax weights are rounded to
+/// `f16` before they meet the cache, as GGML rounds them, which keeps the
+/// logits within about 1e-3 of llama.cpp's. `F32` keeps every value in
+/// full precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KvDtype {
+    /// IEEE half precision (the default).
+    #[default]
+    F16,
+    /// Single precision.
+    F32,
+}
+
+impl KvDtype {
+    /// Bytes per cached value.
+    pub fn size(self) -> usize {
+        match self {
+            KvDtype::F16 => 2,
+            KvDtype::F32 => 4,
+        }
+    }
+}
+
+impl fmt::Display for KvDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KvDtype::F16 => "f16",
+            KvDtype::F32 => "f32",
+        })
+    }
+}
+
+impl FromStr for KvDtype {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        match s {
+            "f16" => Ok(KvDtype::F16),
+            "f32" => Ok(KvDtype::F32),
+            other => Err(ModelError::Options(format!(
+                "unknown KV cache type {other:?} (supported: f16, f32)"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Store {
+    F16 { k: Vec<f16>, v: Vec<f16> },
+    F32 { k: Vec<f32>, v: Vec<f32> },
+}
+
+/// Keys and values of up to `capacity` positions for every layer, laid out
+/// `[layer][position][kv_heads * head_dim]`, allocated once.
+#[derive(Debug)]
+pub(crate) struct KvCache {
+    store: Store,
+    layers: usize,
+    capacity: usize,
+    kv_dim: usize,
+}
+
+impl KvCache {
+    pub(crate) fn new(
+        dtype: KvDtype,
+        layers: usize,
+        capacity: usize,
+        kv_dim: usize,
+    ) -> Result<Self, ModelError> {
+        let len = layers
+            .checked_mul(capacity)
+            .and_then(|n| n.checked_mul(kv_dim))
+            .filter(|n| n.checked_mul(2 * dtype.size()).is_some_and(|b| b <= isize::MAX as usize))
+            .ok_or_else(|| {
+                ModelError::Options(format!(
+                    "a KV cache of {capacity} positions x {layers} layers x {kv_dim} values does not fit in memory"
+                ))
+            })?;
+        let store = match dtype {
+            KvDtype::F16 => Store::F16 {
+                k: vec![f16::ZERO; len],
+                v: vec![f16::ZERO; len],
+            },
+            KvDtype::F32 => Store::F32 {
+                k: vec![0.0; len],
+                v: vec![0.0; len],
+            },
+        };
+        Ok(Self {
+            store,
+            layers,
+            capacity,
+            kv_dim,
+        })
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn dtype(&self) -> KvDtype {
+        match self.store {
+            Store::F16 { .. } => KvDtype::F16,
+            Store::F32 { .. } => KvDtype::F32,
+        }
+    }
+
+    /// Bytes held by the cache.
+    pub(crate) fn bytes(&self) -> usize {
+        2 * self.layers * self.capacity * self.kv_dim * self.dtype().size()
+    }
+
+    /// Stores `k` and `v` (`kv_dim` values each) for `layer` at `pos`.
+    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let at = (layer * self.capacity + pos) * self.kv_dim;
+        let range = at..at + self.kv_dim;
+        match &mut self.store {
+            Store::F16 { k: ks, v: vs } => {
+                half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut ks[range.clone()], k);
+                half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut vs[range], v);
+            }
+            Store::F32 { k: ks, v: vs } => {
+                ks[range.clone()].copy_from_slice(k);
+                vs[range].copy_from_slice(v);
+            }
+        }
+    }
+
+    /// The keys and values of `layer`, positions `0..n_pos`.
+    pub(crate) fn layer(&self, layer: usize, n_pos: usize) -> (KvRows<'_>, KvRows<'_>) {
+        let at = layer * self.capacity * self.kv_dim;
+        let range = at..at + n_pos * self.kv_dim;
+        match &self.store {
+            Store::F16 { k, v } => (KvRows::F16(&k[range.clone()]), KvRows::F16(&v[range])),
+            Store::F32 { k, v } => (KvRows::F32(&k[range.clone()]), KvRows::F32(&v[range])),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The element-wise steps of the forward pass: RMSNorm, RoPE, softmax,
+//! SwiGLU, and the one-head attention every backend fans out.
+//!
+//! They are small next to the products (a few thousand values per token),
+//! run on one thread per call, and follow GGML's order of operations where
+//! that order changes the rounding (sums of squares and softmax
+//! normalizers in `f64`, RoPE angles by repeated multiplication), so the
+//! logits stay close to llama.cpp's.
+
+use half::f16;
+
+use crate::quant::dot::Dispatch;
+
+/// `out = x / rms(x) * w`, with `rms(x) = sqrt(mean(x^2) + eps)`.
+///
+/// As GGML: the squares are summed in `f64`, the scale is computed in
+/// `f32`, and `x` is scaled before the weight is applied.
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let scale = rms_scale(x, eps);
+    for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(w) {
+        *o = (xi * scale) * wi;
+    }
+}
+
+/// [`rms_norm`] in place.
+pub(crate) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    for (xi, &wi) in x.iter_mut().zip(w) {
+        *xi = (*xi * scale) * wi;
+    }
+}
+
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len().max(1) as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+/// The cosines and sines of one position's RoPE angles, one pair per
+/// rotated pair of a head (`head_dim / 2` of each).
+#[derive(Clone, Debug)]
+pub(crate) struct RopeAngles {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    theta_scale: f32,
+}
+
+impl RopeAngles {
+    pub(crate) fn new(head_dim: usize, base: f32) -> Self {
+        Self {
+            cos: vec![0.0; head_dim / 2],
+            sin: vec![0.0; head_dim / 2],
+            theta_scale: base.powf(-2.0 / head_dim as f32),
+        }
+    }
+
+    /// Fills the table for position `pos`: pair `i` turns by
+    /// `pos * base^(-2i / head_dim)`, the power built by repeated
+    /// multiplication as GGML builds it.
+    pub(crate) fn set_position(&mut self, pos: usize) {
+        let mut theta = pos as f32;
+        for (c, s) in self.cos.iter_mut().zip(&mut self.sin) {
+            (*s, *c) = theta.sin_cos();
+            theta *= self.theta_scale;
+        }
+    }
+
+    /// Rotates one head in NEOX style: value `i` pairs with value
+    /// `i + head_dim / 2` (the halves rotate, not adjacent values).
+    pub(crate) fn rotate(&self, head: &mut [f32]) {
+        let half = self.cos.len();
+        let (a, b) = head.split_at_mut(half);
+        for (((x0, x1), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(&self.cos).zip(&self.sin) {
+            let (u, v) = (*x0, *x1);
+            *x0 = u * c - v * s;
+            *x1 = u * s + v * c;
+        }
+    }
+}
+
+/// `gate = silu(gate) * up`, the SwiGLU of the MLP.
+pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        *g = x / (1.0 + (-x).exp()) * u;
+    }
+}
+
+/// `x += y`.
+pub(crate) fn add_assign(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Rounds every value to the nearest `f16` (and back), as GGML rounds an
+/// `f32` operand meeting an `f16` one in a product.
+pub(crate) fn round_f16(x: &mut [f32]) {
+    for v in x {
+        *v = f16::from_f32(*v).to_f32();
+    }
+}
+
+/// In-place softmax of `x`, with the normalizer summed in `f64`.
+pub(crate) fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// One layer's cached keys or values: `positions x kv_dim` values, in the
+/// cache's element type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KvRows<'a> {
+    F16(&'a [f16]),
+    F32(&'a [f32]),
+}
+
+impl KvRows<'_> {
+    /// Row `t`'s values `start..start + out.len()` as `f32`.
+    #[inline]
+    fn read(&self, row: usize, stride: usize, start: usize, out: &mut [f32]) {
+        let at = row * stride + start;
+        match self {
+            KvRows::F16(v) => {
+                half::slice::HalfFloatSliceExt::convert_to_f32_slice(&v[at..at + out.len()], out);
+            }
+            KvRows::F32(v) => out.copy_from_slice(&v[at..at + out.len()]),
+        }
+    }
+}
+
+/// Everything one attention head needs beside its scratch space.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeadJob<'a> {
+    /// The layer's cached keys, `positions x kv_dim`.
+    pub k: KvRows<'a>,
+    /// The layer's cached values, `positions x kv_dim`.
+    pub v: KvRows<'a>,
+    /// Values per cached row (`kv_heads * head_dim`).
+    pub kv_dim: usize,
+    /// Width of a head.
+    pub head_dim: usize,
+    /// Query heads per key/value head.
+    pub group: usize,
+    /// `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Round the query and the softmax weights to `f16` before they meet
+    /// the `f16` cache, as GGML does (true with an `f16` cache).
+    pub round: bool,
+    /// The dot kernel.
+    pub dot: Dispatch,
+}
+
+/// Scratch space of one head, allocated once per session.
+#[derive(Clone, Debug)]
+pub(crate) struct HeadScratch {
+    /// The head's query in, its output out (`head_dim` values).
+    pub q: Vec<f32>,
+    pub out: Vec<f32>,
+    /// One cached row, converted to `f32`.
+    row: Vec<f32>,
+    /// Attention weights over the positions (capacity: the context).
+    scores: Vec<f32>,
+}
+
+impl HeadScratch {
+    pub(crate) fn new(head_dim: usize, positions: usize) -> Self {
+        Self {
+            q: vec![0.0; head_dim],
+            out: vec![0.0; head_dim],
+            row: vec![0.0; head_dim],
+            scores: vec![0.0; positions],
+        }
+    }
+}
+
+/// Causal attention of query head `h` over cached positions `0..n_pos`:
+/// `out = softmax(q . k_t * scale) . v_t`, reading the head's query from
+/// `s.q` and leaving the result in `s.out`.
+pub(crate) fn attend(job: &HeadJob<'_>, h: usize, n_pos: usize, s: &mut HeadScratch) {
+    let hd = job.head_dim;
+    let start = (h / job.group) * hd;
+    if job.round {
+        round_f16(&mut s.q);
+    }
+    let scores = &mut s.scores[..n_pos];
+    for (t, sc) in scores.iter_mut().enumerate() {
+        job.k.read(t, job.kv_dim, start, &mut s.row);
+        *sc = job.dot.dot_f32(&s.q, &s.row) * job.scale;
+    }
+    softmax(scores);
+    if job.round {
+        round_f16(scores);
+    }
+    s.out.fill(0.0);
+    for (t, &p) in scores.iter().enumerate() {
+        job.v.read(t, job.kv_dim, start, &mut s.row);
+        for (o, &x) in s.out.iter_mut().zip(&s.row) {
+            *o += p * x;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_unit_weight_has_unit_rms() {
+        let x: Vec<f32> = (0..64).map(|i| i as f32 - 20.0).collect();
+        let mut out = vec![0.0; 64];
+        rms_norm(&x, &[1.0; 64], 1e-6, &mut out);
+        let ms: f32 = out.iter().map(|v| v * v).sum::<f32>() / 64.0;
+        assert!((ms - 1.0).abs() < 1e-4, "{ms}");
+    }
+
+    #[test]
+    fn rope_rotates_halves_and_keeps_norm() {
+        let mut r = RopeAngles::new(8, 10_000.0);
+        r.set_position(0);
+        let mut h = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        let orig = h;
+        r.rotate(&mut h);
+        assert_eq!(h, orig, "position 0 is the identity");
+        r.set_position(3);
+        r.rotate(&mut h);
+        // Pair 0 is (h[0], h[4]) turned by 3 radians.
+        let (c, s) = (3.0f32.cos(), 3.0f32.sin());
+        assert!((h[0] - (1.0 * c - 5.0 * s)).abs() < 1e-5);
+        assert!((h[4] - (1.0 * s + 5.0 * c)).abs() < 1e-5);
+        let n0: f32 = orig.iter().map(|v| v * v).sum();
+        let n1: f32 = h.iter().map(|v| v * v).sum();
+        assert!((n0 - n1).abs() < 1e-3);
+    }
+
+    #[test]
+    fn softmax_sums_to_one() {
+        let mut x = [1.0, 2.0, 3.0, -1000.0];
+        softmax(&mut x);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert_eq!(x[3], 0.0);
+        assert!(x[2] > x[1] && x[1] > x[0]);
+    }
+
+    #[test]
+    fn attention_over_one_position_returns_its_value() {
+        let k = [0.5f32; 8];
+        let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let job = HeadJob {
+            k: KvRows::F32(&k),
+            v: KvRows::F32(&v),
+            kv_dim: 8,
+            head_dim: 4,
+            group: 2,
+            scale: 0.5,
+            round: false,
+            dot: Dispatch::Scalar,
+        };
+        let mut s = HeadScratch::new(4, 4);
+        s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+        attend(&job, 3, 1, &mut s); // head 3 reads kv head 1: values 4..8
+        assert_eq!(s.out, [4.0, 5.0, 6.0, 7.0]);
+    }
+}
