@@ -8,6 +8,8 @@
 //! * [`matvec`]: single-core, pooled and rayon matvec/matmul; the pooled
 //!   result is byte-identical to the single-core one at any thread count.
 //! * [`gguf`]: a strictly validated, zero-copy GGUF reader and a writer.
+//! * [`synth`]: deterministic synthetic Qwen3 model files (real shapes,
+//!   metadata and tokenizer layout, seeded random weights).
 //!
 //! # Example
 //!
@@ -65,6 +67,7 @@ pub mod model;
 pub mod pool;
 pub mod quant;
 mod sync;
+pub mod synth;
 
 pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
 pub use quant::BlockQ8_0;

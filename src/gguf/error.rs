@@ -344,6 +344,20 @@ pub enum WriteError {
         /// The key.
         key: String,
     },
+    /// [`Writer::write_to`](super::Writer::write_to) on a writer holding a
+    /// tensor declared for streaming, whose bytes it does not have.
+    #[error("tensor `{tensor}` was declared without data; write the file with `stream_to`")]
+    DataNotGiven {
+        /// The name.
+        tensor: String,
+    },
+    /// [`TensorStream::write_data`](super::TensorStream::write_data) after
+    /// every tensor's data was written.
+    #[error("{len} bytes of tensor data after the last tensor")]
+    NoTensorPending {
+        /// Bytes offered.
+        len: u64,
+    },
     /// Writing to the sink failed.
     #[error("write failed: {0}")]
     Io(#[from] std::io::Error),

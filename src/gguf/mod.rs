@@ -39,7 +39,7 @@ pub use file::GgufFile;
 pub use reader::{Gguf, Header, TensorInfo};
 pub use types::GgmlType;
 pub use value::{Array, Metadata, Value, ValueType};
-pub use writer::Writer;
+pub use writer::{TensorStream, Writer};
 
 /// The four bytes every GGUF file starts with.
 pub const MAGIC: [u8; 4] = *b"GGUF";

@@ -22,14 +22,22 @@ struct PendingTensor<'a> {
     name: String,
     dims: Vec<u64>,
     ggml_type: GgmlType,
-    data: Cow<'a, [u8]>,
+    /// Bytes of data the shape and type need.
+    len: u64,
+    /// `None` for a tensor declared with
+    /// [`declare_tensor`](Writer::declare_tensor), whose bytes are streamed
+    /// through a [`TensorStream`].
+    data: Option<Cow<'a, [u8]>>,
 }
 
 /// A GGUF file under construction: metadata in insertion order, then tensors
 /// in insertion order, each placed at the next aligned offset.
 ///
 /// Tensor data is borrowed where possible (`'a`), so writing a large model
-/// does not copy its weights first.
+/// does not copy its weights first. A model too large to hold in memory at
+/// all declares its tensors with [`declare_tensor`](Self::declare_tensor)
+/// and streams their bytes with [`stream_to`](Self::stream_to), one piece at
+/// a time.
 ///
 /// ```
 /// use inferno_cpu::gguf::{Gguf, Writer};
@@ -200,6 +208,49 @@ impl<'a> Writer<'a> {
         dims: &[u64],
         data: impl Into<Cow<'a, [u8]>>,
     ) -> Result<&mut Self, WriteError> {
+        let expected = self.check_tensor(name, ggml_type, dims)?;
+        let data = data.into();
+        if data.len() as u64 != expected {
+            return Err(WriteError::DataLength {
+                tensor: name.to_owned(),
+                expected,
+                found: data.len() as u64,
+            });
+        }
+        self.push_tensor(name, ggml_type, dims, expected, Some(data));
+        Ok(self)
+    }
+
+    /// Declares a tensor whose bytes are not given now but streamed, in
+    /// tensor order, through the [`TensorStream`] that
+    /// [`stream_to`](Self::stream_to) returns. This lets a writer produce a
+    /// model larger than the memory it may use: the header only needs each
+    /// tensor's name, type and shape.
+    ///
+    /// `dims` is in GGML order (row length first).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_tensor`](Self::add_tensor), except that there is no data to
+    /// have the wrong length.
+    pub fn declare_tensor(
+        &mut self,
+        name: &str,
+        ggml_type: GgmlType,
+        dims: &[u64],
+    ) -> Result<&mut Self, WriteError> {
+        let expected = self.check_tensor(name, ggml_type, dims)?;
+        self.push_tensor(name, ggml_type, dims, expected, None);
+        Ok(self)
+    }
+
+    /// The checks every tensor passes; returns its data length in bytes.
+    fn check_tensor(
+        &self,
+        name: &str,
+        ggml_type: GgmlType,
+        dims: &[u64],
+    ) -> Result<u64, WriteError> {
         if self.names.contains(name) {
             return Err(WriteError::DuplicateTensor {
                 tensor: name.to_owned(),
@@ -211,8 +262,7 @@ impl<'a> Writer<'a> {
                 dims: dims.to_vec(),
             });
         }
-        let expected = dims
-            .iter()
+        dims.iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
             .filter(|_| dims[0].is_multiple_of(ggml_type.block_size()))
             .and_then(|n| ggml_type.bytes_for(n))
@@ -220,23 +270,25 @@ impl<'a> Writer<'a> {
                 tensor: name.to_owned(),
                 ggml_type,
                 dims: dims.to_vec(),
-            })?;
-        let data = data.into();
-        if data.len() as u64 != expected {
-            return Err(WriteError::DataLength {
-                tensor: name.to_owned(),
-                expected,
-                found: data.len() as u64,
-            });
-        }
+            })
+    }
+
+    fn push_tensor(
+        &mut self,
+        name: &str,
+        ggml_type: GgmlType,
+        dims: &[u64],
+        len: u64,
+        data: Option<Cow<'a, [u8]>>,
+    ) {
         self.names.insert(name.to_owned());
         self.tensors.push(PendingTensor {
             name: name.to_owned(),
             dims: dims.to_vec(),
             ggml_type,
+            len,
             data,
         });
-        Ok(self)
     }
 
     /// Adds an `F32` tensor.
@@ -289,8 +341,47 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     ///
-    /// [`WriteError::Io`].
-    pub fn write_to(&self, mut out: impl Write) -> Result<u64, WriteError> {
+    /// [`WriteError::Io`]; [`WriteError::DataNotGiven`] (before anything is
+    /// written) if a tensor was declared with
+    /// [`declare_tensor`](Self::declare_tensor): such a file is written with
+    /// [`stream_to`](Self::stream_to).
+    pub fn write_to(&self, out: impl Write) -> Result<u64, WriteError> {
+        if let Some(t) = self.tensors.iter().find(|t| t.data.is_none()) {
+            return Err(WriteError::DataNotGiven {
+                tensor: t.name.clone(),
+            });
+        }
+        self.stream_to(out)?.finish()
+    }
+
+    /// The length of the file this writer writes, in bytes, without writing
+    /// it (the header is serialized to measure it; tensor data is not
+    /// touched). Lets a caller size a progress report or recognise a file it
+    /// wrote before.
+    pub fn file_len(&self) -> u64 {
+        self.data_start(self.header().len() as u64) + self.data_len()
+    }
+
+    /// Where the data section starts after a header of `head_len` bytes: a
+    /// file without tensors has no data section and no padding.
+    fn data_start(&self, head_len: u64) -> u64 {
+        if self.tensors.is_empty() {
+            head_len
+        } else {
+            head_len.next_multiple_of(self.alignment)
+        }
+    }
+
+    /// The data section's length: each tensor padded to the alignment.
+    fn data_len(&self) -> u64 {
+        self.tensors
+            .iter()
+            .map(|t| t.len.next_multiple_of(self.alignment))
+            .sum()
+    }
+
+    /// Header bytes: magic, version, counts, metadata, tensor infos.
+    fn header(&self) -> Vec<u8> {
         let mut head = Vec::new();
         head.extend_from_slice(&MAGIC);
         head.extend_from_slice(&self.version.to_le_bytes());
@@ -310,28 +401,53 @@ impl<'a> Writer<'a> {
             }
             head.extend_from_slice(&t.ggml_type.id().to_le_bytes());
             head.extend_from_slice(&offset.to_le_bytes());
-            offset = (offset + t.data.len() as u64).next_multiple_of(self.alignment);
+            offset = (offset + t.len).next_multiple_of(self.alignment);
         }
-        let mut written = head.len() as u64;
+        head
+    }
+
+    /// Writes the header, then the data of every tensor up to the first
+    /// declared one, and returns a [`TensorStream`] that takes the declared
+    /// tensors' bytes in order (tensors added with their data are written
+    /// by the stream itself when their turn comes).
+    ///
+    /// ```
+    /// use inferno_cpu::gguf::{GgmlType, Gguf, Writer};
+    ///
+    /// let mut w = Writer::new();
+    /// w.declare_tensor("big", GgmlType::F32, &[4, 2])?;
+    /// let mut file = Vec::new();
+    /// let mut stream = w.stream_to(&mut file)?;
+    /// for row in 0..2u8 {
+    ///     // Each row produced and written on its own.
+    ///     let values = [f32::from(row); 4];
+    ///     let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    ///     stream.write_data(&bytes)?;
+    /// }
+    /// assert_eq!(stream.finish()?, w.file_len());
+    /// assert_eq!(Gguf::parse(&file)?.tensor_f32("big")?[4..], [1.0; 4]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::Io`].
+    pub fn stream_to<W: Write>(&self, mut out: W) -> Result<TensorStream<'_, 'a, W>, WriteError> {
+        let head = self.header();
         out.write_all(&head)?;
-        // Padding is streamed from `repeat(0)`: the alignment can be as
-        // large as 2^31, and no buffer may be sized from it.
-        let pad = |out: &mut dyn Write, written: &mut u64| -> std::io::Result<()> {
-            let n = written.next_multiple_of(self.alignment) - *written;
-            std::io::copy(&mut std::io::repeat(0).take(n), out)?;
-            *written += n;
-            Ok(())
+        let mut stream = TensorStream {
+            total: self.data_start(head.len() as u64) + self.data_len(),
+            writer: self,
+            out,
+            next: 0,
+            filled: 0,
+            written: head.len() as u64,
         };
         if !self.tensors.is_empty() {
-            pad(&mut out, &mut written)?;
+            stream.pad()?;
         }
-        for t in &self.tensors {
-            out.write_all(&t.data)?;
-            written += t.data.len() as u64;
-            pad(&mut out, &mut written)?;
-        }
-        out.flush()?;
-        Ok(written)
+        stream.write_given()?;
+        Ok(stream)
     }
 
     /// The file as bytes.
@@ -344,6 +460,122 @@ impl<'a> Writer<'a> {
         let mut out = Vec::new();
         self.write_to(&mut out)?;
         Ok(out)
+    }
+}
+
+/// A GGUF file being written by [`Writer::stream_to`]: the header is out,
+/// and the declared tensors' bytes go through
+/// [`write_data`](Self::write_data), in tensor order, in pieces of any size.
+///
+/// Each piece is checked against the tensor it belongs to, so the file can
+/// only come out as the header describes it; [`finish`](Self::finish)
+/// refuses a file whose data stopped short.
+pub struct TensorStream<'w, 'a, W: Write> {
+    writer: &'w Writer<'a>,
+    out: W,
+    /// Index of the tensor whose data comes next.
+    next: usize,
+    /// Bytes of that tensor written so far.
+    filled: u64,
+    written: u64,
+    total: u64,
+}
+
+impl<W: Write> TensorStream<'_, '_, W> {
+    /// The name of the declared tensor whose bytes come next, or `None`
+    /// once every tensor was written.
+    pub fn next_tensor(&self) -> Option<&str> {
+        self.writer.tensors.get(self.next).map(|t| t.name.as_str())
+    }
+
+    /// Bytes written to the sink so far, header and padding included.
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// The length the whole file will have.
+    pub fn total_len(&self) -> u64 {
+        self.total
+    }
+
+    /// Appends `bytes` to the data of the current declared tensor; when it
+    /// is complete, pads it and writes the tensors after it that were added
+    /// with their data, up to the next declared one.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::DataLength`] if `bytes` runs past the current tensor's
+    /// end (nothing is written then); [`WriteError::NoTensorPending`] when
+    /// every tensor is already complete; [`WriteError::Io`].
+    pub fn write_data(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        let Some(t) = self.writer.tensors.get(self.next) else {
+            return Err(WriteError::NoTensorPending {
+                len: bytes.len() as u64,
+            });
+        };
+        let filled = self.filled + bytes.len() as u64;
+        if filled > t.len {
+            return Err(WriteError::DataLength {
+                tensor: t.name.clone(),
+                expected: t.len,
+                found: filled,
+            });
+        }
+        self.out.write_all(bytes)?;
+        self.written += bytes.len() as u64;
+        self.filled = filled;
+        if filled == t.len {
+            self.pad()?;
+            self.next += 1;
+            self.filled = 0;
+            self.write_given()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the sink and returns the file's length.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::DataLength`] for the first tensor whose data did not
+    /// all arrive; [`WriteError::Io`].
+    pub fn finish(mut self) -> Result<u64, WriteError> {
+        if let Some(t) = self.writer.tensors.get(self.next) {
+            return Err(WriteError::DataLength {
+                tensor: t.name.clone(),
+                expected: t.len,
+                found: self.filled,
+            });
+        }
+        self.out.flush()?;
+        Ok(self.written)
+    }
+
+    /// Writes the tensors that came with their data, from the current one
+    /// up to the next declared one.
+    fn write_given(&mut self) -> Result<(), WriteError> {
+        while let Some(data) = self
+            .writer
+            .tensors
+            .get(self.next)
+            .and_then(|t| t.data.as_deref())
+        {
+            self.out.write_all(data)?;
+            self.written += data.len() as u64;
+            self.pad()?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    /// Zero bytes up to the next multiple of the alignment, streamed from
+    /// `repeat(0)`: the alignment can be as large as 2^31, and no buffer may
+    /// be sized from it.
+    fn pad(&mut self) -> Result<(), WriteError> {
+        let n = self.written.next_multiple_of(self.writer.alignment) - self.written;
+        std::io::copy(&mut std::io::repeat(0).take(n), &mut self.out)?;
+        self.written += n;
+        Ok(())
     }
 }
 
@@ -455,5 +687,102 @@ mod tests {
             .unwrap();
         let mut sink = std::io::sink();
         assert_eq!(w.write_to(&mut sink).unwrap(), 2 << 20);
+    }
+
+    /// Three tensors: `a` and `c` given, `b` declared, so the stream writes
+    /// `a` on its own, takes `b` in pieces, then writes `c` by itself.
+    fn mixed() -> (Writer<'static>, Writer<'static>) {
+        let mut given = Writer::new();
+        given.add_u32("k", 7).unwrap();
+        let mut streamed = Writer::new();
+        streamed.add_u32("k", 7).unwrap();
+        for w in [&mut given, &mut streamed] {
+            w.add_tensor("a", GgmlType::I8, &[3], &[1u8, 2, 3][..])
+                .unwrap();
+        }
+        given
+            .add_tensor("b", GgmlType::I8, &[5, 2], (10u8..20).collect::<Vec<_>>())
+            .unwrap();
+        streamed.declare_tensor("b", GgmlType::I8, &[5, 2]).unwrap();
+        for w in [&mut given, &mut streamed] {
+            w.add_tensor("c", GgmlType::I8, &[1], &[9u8][..]).unwrap();
+        }
+        (given, streamed)
+    }
+
+    #[test]
+    fn streamed_file_equals_the_written_one() {
+        let (given, streamed) = mixed();
+        let expected = given.to_bytes().unwrap();
+        assert_eq!(given.file_len(), expected.len() as u64);
+        assert_eq!(streamed.file_len(), expected.len() as u64);
+        let mut out = Vec::new();
+        let mut s = streamed.stream_to(&mut out).unwrap();
+        assert_eq!(s.next_tensor(), Some("b"));
+        assert_eq!(s.total_len(), expected.len() as u64);
+        s.write_data(&[10, 11, 12]).unwrap();
+        s.write_data(&[]).unwrap();
+        s.write_data(&(13u8..20).collect::<Vec<_>>()).unwrap();
+        assert_eq!(s.next_tensor(), None);
+        assert_eq!(s.bytes_written(), expected.len() as u64);
+        assert_eq!(s.finish().unwrap(), expected.len() as u64);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn stream_refuses_wrong_amounts_of_data() {
+        let (_, streamed) = mixed();
+        assert!(matches!(
+            streamed.to_bytes(),
+            Err(WriteError::DataNotGiven { tensor }) if tensor == "b"
+        ));
+        let mut out = Vec::new();
+        let mut s = streamed.stream_to(&mut out).unwrap();
+        s.write_data(&[0; 4]).unwrap();
+        let before = s.bytes_written();
+        assert!(matches!(
+            s.write_data(&[0; 7]),
+            Err(WriteError::DataLength {
+                expected: 10,
+                found: 11,
+                ..
+            })
+        ));
+        assert_eq!(s.bytes_written(), before, "a refused piece writes nothing");
+        assert!(matches!(
+            s.finish(),
+            Err(WriteError::DataLength {
+                expected: 10,
+                found: 4,
+                ..
+            })
+        ));
+        let mut s = streamed.stream_to(std::io::sink()).unwrap();
+        s.write_data(&[0; 10]).unwrap();
+        assert!(matches!(
+            s.write_data(&[1]),
+            Err(WriteError::NoTensorPending { len: 1 })
+        ));
+        assert!(s.finish().is_ok());
+    }
+
+    #[test]
+    fn declared_tensors_are_checked_like_given_ones() {
+        let mut w = Writer::new();
+        w.declare_tensor("q", GgmlType::Q8_0, &[64, 2]).unwrap();
+        assert!(matches!(
+            w.declare_tensor("q", GgmlType::F32, &[1]),
+            Err(WriteError::DuplicateTensor { .. })
+        ));
+        assert!(matches!(
+            w.declare_tensor("r", GgmlType::Q8_0, &[33]),
+            Err(WriteError::BadSize { .. })
+        ));
+        assert!(matches!(
+            w.declare_tensor("s", GgmlType::F32, &[]),
+            Err(WriteError::BadShape { .. })
+        ));
+        let empty = Writer::new();
+        assert_eq!(empty.file_len(), empty.to_bytes().unwrap().len() as u64);
     }
 }

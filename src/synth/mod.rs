@@ -1,0 +1,304 @@
+//! Synthetic Qwen3 models: deterministic, seeded GGUF files with the real
+//! architecture, shapes, metadata and tokenizer layout, and random weights.
+//!
+//! Loaders, kernels and benchmarks need a model file of the real size and
+//! layout, yet real weights are large, licensed and not always at hand. A
+//! synthetic model is written in seconds from a config and a seed, is the
+//! same byte for byte every time, and is a valid file for llama.cpp too:
+//!
+//! * tensors have llama.cpp's `qwen3` names and shapes; 2-D weights are
+//!   Q8_0 (Gaussian, std 0.02), norm weights F32 near 1;
+//! * metadata has the keys llama.cpp reads for `qwen3`;
+//! * the vocabulary is a consistent byte-level BPE with Qwen3's added
+//!   tokens ([`vocab`]).
+//!
+//! ```
+//! use inferno_cpu::gguf::Gguf;
+//! use inferno_cpu::synth::{model_bytes, SynthConfig};
+//!
+//! let bytes = model_bytes(&SynthConfig::tiny(), 7)?;
+//! let gguf = Gguf::parse(&bytes)?;
+//! assert_eq!(gguf.get_str("general.architecture")?, "qwen3");
+//! assert_eq!(gguf.tensor("blk.1.ffn_down.weight")?.dims, [384, 128]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`cached_model`] writes a configuration's file once into a per-user
+//! cache directory and reuses it afterwards.
+
+mod file;
+mod model;
+mod rng;
+pub mod vocab;
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::gguf::WriteError;
+use crate::quant::QuantError;
+
+pub use file::{cached_model, default_cache_dir, model_file_name, write_model_file};
+pub use model::{model_bytes, write_model};
+pub use vocab::{vocab, Vocab};
+
+/// Version of the generated file's contents, part of cached file names: it
+/// changes whenever a change to this module changes the bytes written for
+/// a config and seed, so a stale cached file is never taken for a new one.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Largest vocabulary accepted: 16 Mi ids, far past any real model, keeps
+/// the vocabulary's generation time and memory bounded.
+pub const MAX_VOCAB: usize = 1 << 24;
+
+/// The shape of a synthetic Qwen3 model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SynthConfig {
+    /// Vocabulary size (rows of the embedding).
+    pub vocab: usize,
+    /// Hidden size (embedding length).
+    pub hidden: usize,
+    /// Number of transformer blocks.
+    pub layers: usize,
+    /// Feed-forward width.
+    pub ffn: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// RMS norm epsilon.
+    pub rms_eps: f32,
+    /// Context length written to the metadata.
+    pub context: usize,
+    /// Whether the output projection reuses the token embedding (no
+    /// `output.weight` tensor).
+    pub tied: bool,
+}
+
+/// Why a [`SynthConfig`] cannot be written.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A size that must be nonzero is zero.
+    #[error("{field} must be nonzero")]
+    Zero {
+        /// The field.
+        field: &'static str,
+    },
+    /// A Q8_0 row length that is not a whole number of 32-weight blocks.
+    #[error("{field} = {value} is not a multiple of 32 (the Q8_0 block size)")]
+    NotMultipleOf32 {
+        /// The field, or `heads * head_dim`.
+        field: &'static str,
+        /// Its value.
+        value: usize,
+    },
+    /// Query heads that do not split evenly into key/value groups.
+    #[error("{heads} query heads do not divide into {kv_heads} key/value heads")]
+    HeadGroups {
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads.
+        kv_heads: usize,
+    },
+    /// An odd head width, which RoPE cannot rotate in pairs.
+    #[error("head_dim = {0} is odd; RoPE rotates pairs")]
+    OddHeadDim(usize),
+    /// A vocabulary without room for the byte and added tokens, or past
+    /// [`MAX_VOCAB`].
+    #[error("vocab = {value} is outside {min}..={max}")]
+    Vocab {
+        /// The value.
+        value: usize,
+        /// Smallest accepted.
+        min: usize,
+        /// Largest accepted.
+        max: usize,
+    },
+    /// A size that does not fit the `u32` metadata field holding it.
+    #[error("{field} = {value} does not fit in a u32")]
+    TooLarge {
+        /// The field, or `heads * head_dim`.
+        field: &'static str,
+        /// Its value.
+        value: usize,
+    },
+    /// A RoPE base or epsilon that is not a positive finite number.
+    #[error("{field} = {value} is not a positive finite number")]
+    NotPositive {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: f32,
+    },
+}
+
+/// Why a synthetic model could not be written.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SynthError {
+    /// The configuration is invalid.
+    #[error("invalid synthetic model config: {0}")]
+    Config(#[from] ConfigError),
+    /// No configuration has this name.
+    #[error("unknown synthetic model config `{name}` (known: tiny, 0.6b)")]
+    UnknownConfig {
+        /// The name given.
+        name: String,
+    },
+    /// No cache directory: neither `INFERNO_CACHE` nor the platform's
+    /// cache location is set.
+    #[error("no cache directory: set INFERNO_CACHE")]
+    NoCacheDir,
+    /// A file operation failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The GGUF writer refused the model or its sink failed.
+    #[error("writing the model: {0}")]
+    Write(#[from] WriteError),
+    /// Quantization refused a row: not reachable for a validated config,
+    /// whose row lengths are whole blocks.
+    #[error("quantizing the model: {0}")]
+    Quant(#[from] QuantError),
+}
+
+impl SynthConfig {
+    /// A tiny 2-layer model (vocab 512, hidden 128, ffn 384, 4 query and 2
+    /// key/value heads of 32): about 0.5 MB, written in milliseconds, for
+    /// tests. Same shapes as the repository's tiny reference model.
+    pub fn tiny() -> Self {
+        Self {
+            vocab: 512,
+            hidden: 128,
+            layers: 2,
+            ffn: 384,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 32,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+            context: 4096,
+            tied: true,
+        }
+    }
+
+    /// Qwen3-0.6B's exact shapes: vocab 151936, hidden 1024, 28 layers,
+    /// ffn 3072, 16 query and 8 key/value heads of 128, RoPE base 1e6,
+    /// epsilon 1e-6, context 40960, tied embeddings (about 640 MB in Q8_0).
+    pub fn qwen3_0_6b() -> Self {
+        Self {
+            vocab: 151_936,
+            hidden: 1024,
+            layers: 28,
+            ffn: 3072,
+            heads: 16,
+            kv_heads: 8,
+            head_dim: 128,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+            context: 40_960,
+            tied: true,
+        }
+    }
+
+    /// The named configuration: `"tiny"` or `"0.6b"`.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "tiny" => Some(Self::tiny()),
+            "0.6b" => Some(Self::qwen3_0_6b()),
+            _ => None,
+        }
+    }
+
+    /// The size label written to `general.size_label`: the preset's name,
+    /// or `custom`.
+    fn label(&self) -> String {
+        if *self == Self::tiny() {
+            "tiny".into()
+        } else if *self == Self::qwen3_0_6b() {
+            "0.6B".into()
+        } else {
+            "custom".into()
+        }
+    }
+
+    /// Checks that the model can be written and run: nonzero sizes, Q8_0
+    /// row lengths (`hidden`, `ffn`, `heads * head_dim`) in whole blocks,
+    /// query heads in whole groups, an even head width, a vocabulary in
+    /// [`MIN_VOCAB`](vocab::MIN_VOCAB)`..=`[`MAX_VOCAB`], sizes that fit the
+    /// `u32` metadata, a positive RoPE base and epsilon.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let sizes = [
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("ffn", self.ffn),
+            ("heads", self.heads),
+            ("kv_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("context", self.context),
+        ];
+        for (field, value) in sizes {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+            if u32::try_from(value).is_err() {
+                return Err(ConfigError::TooLarge { field, value });
+            }
+        }
+        if !(vocab::MIN_VOCAB..=MAX_VOCAB).contains(&self.vocab) {
+            return Err(ConfigError::Vocab {
+                value: self.vocab,
+                min: vocab::MIN_VOCAB,
+                max: MAX_VOCAB,
+            });
+        }
+        let q_width = self
+            .heads
+            .checked_mul(self.head_dim)
+            .filter(|&w| u32::try_from(w).is_ok())
+            .ok_or(ConfigError::TooLarge {
+                field: "heads * head_dim",
+                value: usize::MAX,
+            })?;
+        for (field, value) in [
+            ("hidden", self.hidden),
+            ("ffn", self.ffn),
+            ("heads * head_dim", q_width),
+        ] {
+            if !value.is_multiple_of(32) {
+                return Err(ConfigError::NotMultipleOf32 { field, value });
+            }
+        }
+        if !self.heads.is_multiple_of(self.kv_heads) {
+            return Err(ConfigError::HeadGroups {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+            });
+        }
+        if !self.head_dim.is_multiple_of(2) {
+            return Err(ConfigError::OddHeadDim(self.head_dim));
+        }
+        for (field, value) in [("rope_base", self.rope_base), ("rms_eps", self.rms_eps)] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::NotPositive { field, value });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

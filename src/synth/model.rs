@@ -1,0 +1,259 @@
+//! The model file: metadata, the tensor plan, and each tensor's bytes
+//! generated row by row while the file is written.
+
+use std::io::Write;
+
+use rayon::prelude::*;
+
+use super::rng::Rng;
+use super::vocab::{vocab, Vocab};
+use super::{SynthConfig, SynthError};
+use crate::gguf::{Array, GgmlType, TensorStream, Value, Writer};
+use crate::quant::{quantize_row_q8_0_into, QK8_0};
+use crate::BlockQ8_0;
+
+/// Standard deviation of the weight matrices: small enough that the
+/// residual stream stays near unit scale through the layers.
+pub(crate) const WEIGHT_STD: f64 = 0.02;
+
+/// Spread of the norm weights around 1 (`1 + NORM_JITTER * N(0, 1)`):
+/// close to the identity so activations stay finite, yet not all equal so a
+/// kernel that ignores the norm weights shows it.
+pub(crate) const NORM_JITTER: f64 = 0.05;
+
+/// Weights generated and written at a time: about 1 MiB of Q8_0 blocks,
+/// so memory stays small whatever the model's size, while each piece is
+/// large enough to split across threads.
+const CHUNK_WEIGHTS: usize = 1 << 20;
+
+/// What a tensor holds.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A Q8_0 weight matrix of `rows` rows of `cols` weights.
+    Matrix { rows: usize, cols: usize },
+    /// An F32 norm weight vector.
+    Norm { len: usize },
+}
+
+/// One tensor of the plan, in file order.
+struct Planned {
+    name: String,
+    kind: Kind,
+}
+
+impl Planned {
+    fn matrix(name: String, rows: usize, cols: usize) -> Self {
+        Self {
+            name,
+            kind: Kind::Matrix { rows, cols },
+        }
+    }
+
+    fn norm(name: String, len: usize) -> Self {
+        Self {
+            name,
+            kind: Kind::Norm { len },
+        }
+    }
+}
+
+/// Every tensor of a Qwen3 model, in the order llama.cpp's converter writes
+/// them, with llama.cpp's names.
+fn plan(cfg: &SynthConfig) -> Vec<Planned> {
+    let q_width = cfg.heads * cfg.head_dim;
+    let kv_width = cfg.kv_heads * cfg.head_dim;
+    let mut plan = vec![Planned::matrix(
+        "token_embd.weight".into(),
+        cfg.vocab,
+        cfg.hidden,
+    )];
+    for l in 0..cfg.layers {
+        let name = |t: &str| format!("blk.{l}.{t}.weight");
+        plan.extend([
+            Planned::norm(name("attn_norm"), cfg.hidden),
+            Planned::matrix(name("attn_q"), q_width, cfg.hidden),
+            Planned::matrix(name("attn_k"), kv_width, cfg.hidden),
+            Planned::matrix(name("attn_v"), kv_width, cfg.hidden),
+            Planned::matrix(name("attn_output"), cfg.hidden, q_width),
+            Planned::norm(name("attn_q_norm"), cfg.head_dim),
+            Planned::norm(name("attn_k_norm"), cfg.head_dim),
+            Planned::norm(name("ffn_norm"), cfg.hidden),
+            Planned::matrix(name("ffn_gate"), cfg.ffn, cfg.hidden),
+            Planned::matrix(name("ffn_up"), cfg.ffn, cfg.hidden),
+            Planned::matrix(name("ffn_down"), cfg.hidden, cfg.ffn),
+        ]);
+    }
+    plan.push(Planned::norm("output_norm.weight".into(), cfg.hidden));
+    if !cfg.tied {
+        plan.push(Planned::matrix(
+            "output.weight".into(),
+            cfg.vocab,
+            cfg.hidden,
+        ));
+    }
+    plan
+}
+
+/// `value` as a `u32` metadata value; [`SynthConfig::validate`] already
+/// refused anything larger.
+fn u32_of(value: usize) -> Value {
+    Value::U32(u32::try_from(value).unwrap_or(u32::MAX))
+}
+
+/// The writer for `cfg`: metadata like llama.cpp's Qwen3 files, and every
+/// tensor declared, to be streamed.
+fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>, SynthError> {
+    let label = cfg.label();
+    let mut w = Writer::new();
+    w.add_str("general.architecture", "qwen3")?
+        .add_str("general.type", "model")?
+        .add_str(
+            "general.name",
+            &format!("Qwen3 synthetic {label} seed {seed}"),
+        )?
+        .add_str("general.size_label", &label)?
+        .add_str(
+            "general.description",
+            &format!(
+                "synthetic random weights: seed={seed} std={WEIGHT_STD} \
+                 norm_jitter={NORM_JITTER} (inferno synth, format v{})",
+                super::FORMAT_VERSION
+            ),
+        )?
+        .add("qwen3.context_length", u32_of(cfg.context))?
+        .add("qwen3.embedding_length", u32_of(cfg.hidden))?
+        .add("qwen3.block_count", u32_of(cfg.layers))?
+        .add("qwen3.feed_forward_length", u32_of(cfg.ffn))?
+        .add("qwen3.attention.head_count", u32_of(cfg.heads))?
+        .add("qwen3.attention.head_count_kv", u32_of(cfg.kv_heads))?
+        .add("qwen3.attention.key_length", u32_of(cfg.head_dim))?
+        .add("qwen3.attention.value_length", u32_of(cfg.head_dim))?
+        .add_f32("qwen3.rope.freq_base", cfg.rope_base)?
+        .add_f32("qwen3.attention.layer_norm_rms_epsilon", cfg.rms_eps)?
+        // 7: LLAMA_FTYPE_MOSTLY_Q8_0.
+        .add_u32("general.file_type", 7)?
+        .add_u32("general.quantization_version", 2)?
+        .add_str("tokenizer.ggml.model", "gpt2")?
+        .add_str("tokenizer.ggml.pre", "qwen2")?
+        .add_array("tokenizer.ggml.tokens", Array::String(vocab.tokens))?
+        .add_array("tokenizer.ggml.token_type", Array::I32(vocab.types))?
+        .add_array("tokenizer.ggml.merges", Array::String(vocab.merges))?
+        .add_u32("tokenizer.ggml.bos_token_id", vocab.bos)?
+        .add_u32("tokenizer.ggml.eos_token_id", vocab.eos)?
+        .add_u32("tokenizer.ggml.padding_token_id", vocab.pad)?
+        .add_bool("tokenizer.ggml.add_bos_token", false)?;
+    for t in plan(cfg) {
+        match t.kind {
+            Kind::Matrix { rows, cols } => {
+                w.declare_tensor(&t.name, GgmlType::Q8_0, &[cols as u64, rows as u64])?
+            }
+            Kind::Norm { len } => w.declare_tensor(&t.name, GgmlType::F32, &[len as u64])?,
+        };
+    }
+    Ok(w)
+}
+
+/// The length of the file [`write_model`] writes for `cfg`, without
+/// generating any weights.
+pub(crate) fn model_len(cfg: &SynthConfig, seed: u64) -> Result<u64, SynthError> {
+    cfg.validate()?;
+    Ok(writer(cfg, seed, vocab(cfg.vocab, seed))?.file_len())
+}
+
+/// Writes the synthetic Qwen3 model for `cfg` and `seed` to `out` as a GGUF
+/// file, returning its length in bytes; `progress(bytes_written, total)` is
+/// called after the header and after each piece of tensor data.
+///
+/// The weights are generated and quantized about 1 MiB at a time (rows in
+/// parallel on rayon's pool) and written as they come, so memory use stays
+/// near the size of the vocabulary, not of the model. `out` is written in
+/// pieces of that size; a [`std::io::BufWriter`] only helps for the header.
+///
+/// Every row of every tensor draws from its own seeded stream, so the file
+/// is the same, byte for byte, for the same `cfg` and `seed`, on any
+/// machine and at any thread count.
+///
+/// # Errors
+///
+/// [`SynthError::Config`] for a configuration
+/// [`validate`](SynthConfig::validate) refuses (nothing is written then);
+/// [`SynthError::Write`] when `out` fails.
+pub fn write_model(
+    cfg: &SynthConfig,
+    seed: u64,
+    out: impl Write,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<u64, SynthError> {
+    cfg.validate()?;
+    let w = writer(cfg, seed, vocab(cfg.vocab, seed))?;
+    let mut stream = w.stream_to(out)?;
+    let total = stream.total_len();
+    progress(stream.bytes_written(), total);
+    for (index, t) in plan(cfg).iter().enumerate() {
+        let key = index as u64;
+        match t.kind {
+            Kind::Matrix { rows, cols } => {
+                write_matrix(&mut stream, seed, key, rows, cols, &mut progress)?
+            }
+            Kind::Norm { len } => {
+                let mut rng = Rng::new(seed, key, 0);
+                let bytes: Vec<u8> = (0..len)
+                    .flat_map(|_| ((1.0 + NORM_JITTER * rng.normal()) as f32).to_le_bytes())
+                    .collect();
+                stream.write_data(&bytes)?;
+                progress(stream.bytes_written(), total);
+            }
+        }
+    }
+    Ok(stream.finish()?)
+}
+
+/// Generates, quantizes and writes one Q8_0 matrix, a chunk of rows at a
+/// time; row `r` draws from stream `(seed, key, r)`.
+fn write_matrix<W: Write>(
+    stream: &mut TensorStream<'_, '_, W>,
+    seed: u64,
+    key: u64,
+    rows: usize,
+    cols: usize,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<(), SynthError> {
+    let blocks_per_row = cols / QK8_0;
+    let chunk_rows = (CHUNK_WEIGHTS / cols).max(1);
+    let mut blocks = vec![BlockQ8_0::default(); chunk_rows.min(rows) * blocks_per_row];
+    let mut first = 0;
+    while first < rows {
+        let n = chunk_rows.min(rows - first);
+        let chunk = &mut blocks[..n * blocks_per_row];
+        chunk
+            .par_chunks_mut(blocks_per_row)
+            .enumerate()
+            .try_for_each_init(
+                || vec![0.0f32; cols],
+                |row, (i, out)| {
+                    let mut rng = Rng::new(seed, key, (first + i) as u64);
+                    for x in row.iter_mut() {
+                        *x = (WEIGHT_STD * rng.normal()) as f32;
+                    }
+                    quantize_row_q8_0_into(row, out)
+                },
+            )?;
+        stream.write_data(bytemuck::cast_slice(chunk))?;
+        progress(stream.bytes_written(), stream.total_len());
+        first += n;
+    }
+    Ok(())
+}
+
+/// The whole model file in memory, for tests and small configurations
+/// (the 0.6B one is some 640 MB; write it with [`write_model`] or
+/// [`write_model_file`](super::write_model_file) instead).
+///
+/// # Errors
+///
+/// As [`write_model`].
+pub fn model_bytes(cfg: &SynthConfig, seed: u64) -> Result<Vec<u8>, SynthError> {
+    let mut out = Vec::new();
+    write_model(cfg, seed, &mut out, |_, _| {})?;
+    Ok(out)
+}
