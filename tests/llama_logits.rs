@@ -44,7 +44,13 @@ fn read_npy(path: &PathBuf) -> (Vec<usize>, Vec<f32>) {
     let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
     assert!(header.contains("'descr': '<f4'"), "{header}");
     assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape_str = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
+    let shape_str = header
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap();
     let shape: Vec<usize> = shape_str
         .split(',')
         .filter(|s| !s.trim().is_empty())
@@ -88,7 +94,10 @@ fn check(label: &str, logits: &[f32], want: &[f32], vocab: usize) -> f64 {
     let mut worst = 0.0f64;
     for (pos, (g, w)) in logits.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
         let e = rel_l2(g, w);
-        assert!(e < TOLERANCE, "{label}: position {pos}: relative L2 error {e:.2e}");
+        assert!(
+            e < TOLERANCE,
+            "{label}: position {pos}: relative L2 error {e:.2e}"
+        );
         worst = worst.max(e);
     }
     worst
@@ -116,7 +125,10 @@ fn every_backend_matches_llama_cpp_decode_and_prefill() {
         check(&format!("{label} prefill"), &prefilled, &want, vocab);
         // Prefill's products are matmuls whose rows equal the matvecs.
         assert!(
-            decoded.iter().zip(&prefilled).all(|(a, b)| a.to_bits() == b.to_bits()),
+            decoded
+                .iter()
+                .zip(&prefilled)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
             "{label}: prefill and decode logits differ"
         );
         eprintln!("{label}: worst relative L2 error {worst:.2e}");
@@ -144,5 +156,8 @@ fn f32_cache_is_close_too() {
         worst = worst.max(e);
     }
     // ...and it is not the f16 path under another name.
-    assert!(worst > TOLERANCE, "an f32 cache should not round like GGML's f16 one");
+    assert!(
+        worst > TOLERANCE,
+        "an f32 cache should not round like GGML's f16 one"
+    );
 }

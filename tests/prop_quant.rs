@@ -11,8 +11,8 @@ use half::f16;
 use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
 use inferno_cpu::quant::dot::{f32_error_bound, q8_0_error_bound};
 use inferno_cpu::quant::{
-    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_row_q8_0, quantize_row_q8_0_even, BlockQ8_0, Kernel,
-    KernelError, QuantError, QuantizedVector, QK8_0,
+    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_row_q8_0, quantize_row_q8_0_even,
+    BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

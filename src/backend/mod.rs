@@ -187,7 +187,6 @@ pub trait Backend: Send + Sync {
     where
         T: Send,
         F: Fn(usize, &mut [T]) + Sync;
-
 }
 
 /// The callable form of a backend's kernel (always available: backends
@@ -700,7 +699,9 @@ mod tests {
         for k in BackendKind::ALL {
             assert_eq!(k.name().parse::<BackendKind>().unwrap(), k);
         }
-        assert!(matches!("cuda".parse::<BackendKind>(), Err(BackendError::Unknown(s)) if s == "cuda"));
+        assert!(
+            matches!("cuda".parse::<BackendKind>(), Err(BackendError::Unknown(s)) if s == "cuda")
+        );
     }
 
     #[test]

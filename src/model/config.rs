@@ -81,8 +81,9 @@ impl Qwen3Config {
         let rope_key = key("rope.freq_base");
         let rope_base = optional_float(meta, &rope_key)?.unwrap_or(10_000.0);
         let eps_key = key("attention.layer_norm_rms_epsilon");
-        let rms_eps = optional_float(meta, &eps_key)?
-            .ok_or_else(|| GgufError::KeyNotFound { key: eps_key.clone() })?;
+        let rms_eps = optional_float(meta, &eps_key)?.ok_or_else(|| GgufError::KeyNotFound {
+            key: eps_key.clone(),
+        })?;
 
         if kv_heads > heads || !heads.is_multiple_of(kv_heads) {
             return Err(ModelError::invalid(

@@ -46,7 +46,9 @@ pub enum ModelError {
         why: String,
     },
     /// A tensor stored in a type this crate cannot compute with.
-    #[error("tensor `{tensor}` has type {found}, which is not supported here (supported: {supported})")]
+    #[error(
+        "tensor `{tensor}` has type {found}, which is not supported here (supported: {supported})"
+    )]
     TensorType {
         /// The tensor's name.
         tensor: String,

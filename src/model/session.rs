@@ -176,7 +176,8 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             // Attention.
             ops::rms_norm(&self.x, &lw.attn_norm, c.rms_eps, &mut self.xn);
             self.backend.quantize(&self.xn, &mut self.xq)?;
-            self.backend.matvec(&[lw.q, lw.k, lw.v], &self.xq, &mut self.qkv)?;
+            self.backend
+                .matvec(&[lw.q, lw.k, lw.v], &self.xq, &mut self.qkv)?;
             let (q, kv) = self.qkv.split_at_mut(qd);
             let (k, v) = kv.split_at_mut(kvd);
             for head in k.chunks_exact_mut(hd) {
@@ -268,7 +269,14 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         self.check_room(ids.len())?;
         let model = self.model;
         let (c, w) = (&model.config, &model.weights);
-        let (m, h, hd, qd, kvd, f) = (ids.len(), c.hidden, c.head_dim, c.q_dim(), c.kv_dim(), c.ffn);
+        let (m, h, hd, qd, kvd, f) = (
+            ids.len(),
+            c.hidden,
+            c.head_dim,
+            c.q_dim(),
+            c.kv_dim(),
+            c.ffn,
+        );
         let p0 = self.pos;
         let b = &self.backend;
         let mut x = vec![0.0f32; m * h];
@@ -277,7 +285,11 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         }
         let mut xn = vec![0.0f32; m * h];
         let mut xs = QuantizedBatch::new();
-        let (mut q, mut k, mut v) = (vec![0.0f32; m * qd], vec![0.0f32; m * kvd], vec![0.0f32; m * kvd]);
+        let (mut q, mut k, mut v) = (
+            vec![0.0f32; m * qd],
+            vec![0.0f32; m * kvd],
+            vec![0.0f32; m * kvd],
+        );
         let mut attn = vec![0.0f32; m * qd];
         let mut tmp = vec![0.0f32; m * h];
         let (mut gate, mut up) = (vec![0.0f32; m * f], vec![0.0f32; m * f]);
@@ -303,8 +315,12 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                     ops::rms_norm_in_place(head, &lw.k_norm, c.rms_eps);
                     self.rope.rotate(head);
                 }
-                self.cache
-                    .store(l, p0 + i, &k[i * kvd..(i + 1) * kvd], &v[i * kvd..(i + 1) * kvd]);
+                self.cache.store(
+                    l,
+                    p0 + i,
+                    &k[i * kvd..(i + 1) * kvd],
+                    &v[i * kvd..(i + 1) * kvd],
+                );
             }
             let (kc, vc) = self.cache.layer(l, p0 + m);
             let job = HeadJob {

@@ -123,16 +123,58 @@ impl<'a> Qwen3Weights<'a> {
             let name = |t: &str| format!("blk.{i}.{t}.weight");
             layers.push(LayerWeights {
                 attn_norm: norm(gguf, &name("attn_norm"), h, "embedding_length")?,
-                q: proj(gguf, &name("attn_q"), q, h, "head_count x key_length by embedding_length")?,
-                k: proj(gguf, &name("attn_k"), kv, h, "head_count_kv x key_length by embedding_length")?,
-                v: proj(gguf, &name("attn_v"), kv, h, "head_count_kv x value_length by embedding_length")?,
-                o: proj(gguf, &name("attn_output"), h, q, "embedding_length by head_count x key_length")?,
+                q: proj(
+                    gguf,
+                    &name("attn_q"),
+                    q,
+                    h,
+                    "head_count x key_length by embedding_length",
+                )?,
+                k: proj(
+                    gguf,
+                    &name("attn_k"),
+                    kv,
+                    h,
+                    "head_count_kv x key_length by embedding_length",
+                )?,
+                v: proj(
+                    gguf,
+                    &name("attn_v"),
+                    kv,
+                    h,
+                    "head_count_kv x value_length by embedding_length",
+                )?,
+                o: proj(
+                    gguf,
+                    &name("attn_output"),
+                    h,
+                    q,
+                    "embedding_length by head_count x key_length",
+                )?,
                 q_norm: norm(gguf, &name("attn_q_norm"), hd, "key_length")?,
                 k_norm: norm(gguf, &name("attn_k_norm"), hd, "key_length")?,
                 ffn_norm: norm(gguf, &name("ffn_norm"), h, "embedding_length")?,
-                gate: proj(gguf, &name("ffn_gate"), f, h, "feed_forward_length by embedding_length")?,
-                up: proj(gguf, &name("ffn_up"), f, h, "feed_forward_length by embedding_length")?,
-                down: proj(gguf, &name("ffn_down"), h, f, "embedding_length by feed_forward_length")?,
+                gate: proj(
+                    gguf,
+                    &name("ffn_gate"),
+                    f,
+                    h,
+                    "feed_forward_length by embedding_length",
+                )?,
+                up: proj(
+                    gguf,
+                    &name("ffn_up"),
+                    f,
+                    h,
+                    "feed_forward_length by embedding_length",
+                )?,
+                down: proj(
+                    gguf,
+                    &name("ffn_down"),
+                    h,
+                    f,
+                    "embedding_length by feed_forward_length",
+                )?,
             });
         }
         let output_norm = norm(gguf, "output_norm.weight", h, "embedding_length")?;

@@ -257,6 +257,9 @@ mod tests {
             Err(QuantError::BatchShape { len: 0, cols: 0 })
         );
         xs.quantize_from(&[1.0; 128], 64).unwrap();
-        assert_eq!(xs.row_blocks(1), crate::quant::quantize_row_q8_0_even(&[1.0; 64]).unwrap());
+        assert_eq!(
+            xs.row_blocks(1),
+            crate::quant::quantize_row_q8_0_even(&[1.0; 64]).unwrap()
+        );
     }
 }

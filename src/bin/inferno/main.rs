@@ -3,13 +3,20 @@
 //! Each subcommand lives in its own module; this file only parses the
 //! command line and dispatches. With no subcommand, `inferno` runs `bench`.
 
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use inferno_cpu::backend::BackendKind;
+use inferno_cpu::model::KvDtype;
 
+mod bench;
 mod decode_bench;
 mod dispatch_bench;
+mod eval;
 mod inspect;
+mod machine;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
 #[derive(Parser)]
@@ -21,32 +28,104 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Measure dispatch latency (pool vs rayon) and decode matvec speed per
-    /// backend and thread count (the default command).
+    /// Decode speed of a Qwen3 model per backend and thread count, beside
+    /// the machine's read bandwidth (the default command).
     Bench(BenchArgs),
+    /// Run token ids through a model and write the logits.
+    Eval(eval::Args),
     /// Print a GGUF file's header, metadata and tensor table.
     Inspect(inspect::Args),
 }
 
-#[derive(Args, Default)]
+#[derive(Args)]
 struct BenchArgs {
-    /// Thread counts to sweep, e.g. `1,2,4` (default: 1 up to the
-    /// default pool size, see INFERNO_THREADS).
+    /// GGUF model to run (default: a synthetic Qwen3-0.6B, written once to
+    /// the cache directory: INFERNO_CACHE, else the platform's).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Backends to run, e.g. `pool,simd`.
+    #[arg(long, value_delimiter = ',', default_values_t = BackendKind::ALL)]
+    backends: Vec<BackendKind>,
+    /// Thread counts to sweep for parallel and pool, e.g. `1,2,4` (default:
+    /// 1 up to the default pool size, see INFERNO_THREADS).
     #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
     threads: Vec<usize>,
-    /// Tokens timed per backend and thread count (the median is reported).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Decode steps timed per row.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     tokens: u32,
-    /// Dispatch-latency samples per configuration.
+    /// Prompt length prefilled before decoding (16 and 511 reproduce the
+    /// short and long-context runs).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    prompt_tokens: u32,
+    /// KV cache element type: f16 or f32.
+    #[arg(long, default_value = "f16")]
+    kv: KvDtype,
+    /// One JSON object per row on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Instead of the model, time the kernels alone: dispatch latency
+    /// (pool vs rayon) and the 197 decode matvecs on in-memory weights.
+    #[arg(long)]
+    kernels: bool,
+    /// With --kernels: dispatch-latency samples per configuration.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
     samples: u32,
-    /// Skip the dispatch-latency table.
-    #[arg(long)]
-    skip_dispatch: bool,
-    /// Skip the decode matvec sweep (which allocates ~633 MB of weights).
-    #[arg(long)]
-    skip_decode: bool,
 }
+
+impl Default for BenchArgs {
+    fn default() -> Self {
+        Self {
+            model: None,
+            backends: BackendKind::ALL.to_vec(),
+            threads: Vec::new(),
+            tokens: 32,
+            prompt_tokens: 16,
+            kv: KvDtype::F16,
+            json: false,
+            kernels: false,
+            samples: 20_000,
+        }
+    }
+}
+
+/// A failed command: one line on stderr, exit status 1.
+#[derive(Debug)]
+pub struct CliError(String);
+
+impl CliError {
+    pub fn msg(m: impl Into<String>) -> Self {
+        Self(m.into())
+    }
+    /// An error about `path`.
+    pub fn at(path: &Path, e: impl fmt::Display) -> Self {
+        Self(format!("{}: {e}", path.display()))
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! cli_error_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CliError {
+            fn from(e: $t) -> Self {
+                Self(e.to_string())
+            }
+        }
+    )*};
+}
+
+cli_error_from!(
+    inferno_cpu::model::ModelError,
+    inferno_cpu::backend::BackendError,
+    inferno_cpu::PoolError,
+    inferno_cpu::gguf::GgufError,
+    std::io::Error,
+    Box<dyn std::error::Error>
+);
 
 fn parse_threads(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -69,38 +148,50 @@ fn default_sweep() -> Vec<usize> {
     counts
 }
 
-fn bench(args: &BenchArgs) -> ExitCode {
+fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let threads = if args.threads.is_empty() {
         default_sweep()
     } else {
         args.threads.clone()
     };
-    let pooled: Vec<usize> = threads.iter().copied().filter(|&n| n >= 2).collect();
-    if !args.skip_dispatch {
+    if args.kernels {
+        let pooled: Vec<usize> = threads.iter().copied().filter(|&n| n >= 2).collect();
         let counts = if pooled.is_empty() { vec![2] } else { pooled };
-        if let Err(err) = dispatch_bench::run(&counts, args.samples as usize) {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
+        dispatch_bench::run(&counts, args.samples as usize)?;
         println!();
+        return Ok(decode_bench::run(&threads, args.tokens.min(64) as usize)?);
     }
-    if !args.skip_decode {
-        if let Err(err) = decode_bench::run(&threads, args.tokens as usize) {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    let plan = bench::Plan {
+        model: bench::model_or_default(args.model.as_deref())?,
+        backends: args.backends.clone(),
+        threads,
+        tokens: args.tokens as usize,
+        prompt_tokens: args.prompt_tokens as usize,
+        kv: args.kv,
+        json: args.json,
+    };
+    bench::run(&plan)
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Some(Command::Inspect(args)) => inspect::run(&args),
+    if cfg!(feature = "loom") {
+        eprintln!(
+            "inferno: this binary was built with the `loom` feature, which swaps the pool's \
+             atomics for loom's model checker; rebuild without it (cargo build --release)"
+        );
+        return ExitCode::FAILURE;
+    }
+    let result = match Cli::parse().command {
+        Some(Command::Inspect(args)) => return inspect::run(&args),
+        Some(Command::Eval(args)) => eval::run(&args),
         Some(Command::Bench(args)) => bench(&args),
-        None => bench(&BenchArgs {
-            tokens: 8,
-            samples: 20_000,
-            ..BenchArgs::default()
-        }),
+        None => bench(&BenchArgs::default()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("inferno: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -1,0 +1,296 @@
+//! `inferno bench`: decode speed of a Qwen3 model per backend and thread
+//! count, the seed's experiment, beside the machine's measured read
+//! bandwidth.
+//!
+//! For each row: a fresh session prefills a prompt of `--prompt-tokens`
+//! ids (time to first token), then decodes `--tokens` tokens greedily, each
+//! step timed. Decode reads every weight once per token, so its speed is
+//! bound by memory bandwidth; the roofline of a row is the bandwidth
+//! measured at its thread count divided by the bytes of weights one token
+//! reads, and `roofline` is the row's share of it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use inferno_cpu::backend::{AnyBackend, BackendKind};
+use inferno_cpu::gguf::GgufFile;
+use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
+use serde_json::json;
+
+use crate::machine::{self, CpuTimes};
+use crate::CliError;
+
+/// Other processes' share of the CPUs above which a row is marked busy.
+const BUSY_SHARE: f64 = 0.05;
+
+/// What one `bench` run measures.
+pub struct Plan {
+    pub model: PathBuf,
+    pub backends: Vec<BackendKind>,
+    pub threads: Vec<usize>,
+    pub tokens: usize,
+    pub prompt_tokens: usize,
+    pub kv: KvDtype,
+    pub json: bool,
+}
+
+/// One row of the table.
+struct Row {
+    backend: BackendKind,
+    threads: usize,
+    ttft: Duration,
+    steps: Vec<Duration>,
+    others: Option<f64>,
+    bandwidth: f64,
+    bytes_per_token: usize,
+}
+
+impl Row {
+    fn decode_tps(&self) -> f64 {
+        let total: f64 = self.steps.iter().map(Duration::as_secs_f64).sum();
+        self.steps.len() as f64 / total
+    }
+    fn ms(d: &Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+    fn min_mean_max(&self) -> (f64, f64, f64) {
+        let v: Vec<f64> = self.steps.iter().map(Self::ms).collect();
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(0.0, f64::max);
+        (min, v.iter().sum::<f64>() / v.len() as f64, max)
+    }
+    fn roofline_tps(&self) -> f64 {
+        self.bandwidth / self.bytes_per_token as f64
+    }
+    fn busy(&self) -> bool {
+        self.others.is_some_and(|o| o > BUSY_SHARE)
+    }
+}
+
+/// Deterministic prompt ids spread over the vocabulary's ordinary tokens.
+fn prompt(n: usize, vocab: usize) -> Vec<u32> {
+    let span = vocab.min(151_643).max(1) as u64;
+    (0..n as u64)
+        .map(|i| ((i * 7_919 + 13) % span) as u32)
+        .collect()
+}
+
+fn measure(
+    model: &Qwen3<'_>,
+    backend: &AnyBackend,
+    plan: &Plan,
+) -> Result<(Duration, Vec<Duration>, Option<f64>), CliError> {
+    let opts = SessionOptions {
+        max_positions: plan.prompt_tokens + plan.tokens + 1,
+        kv: plan.kv,
+    };
+    let mut session = Session::new(model, backend, opts)?;
+    let ids = prompt(plan.prompt_tokens, model.config.vocab);
+    let cpu = CpuTimes::now();
+    let start = Instant::now();
+    let mut token = argmax(session.prefill(&ids)?);
+    let ttft = start.elapsed();
+    let mut steps = Vec::with_capacity(plan.tokens);
+    for _ in 0..plan.tokens {
+        let t = Instant::now();
+        token = argmax(session.decode(token)?);
+        steps.push(t.elapsed());
+    }
+    let others = cpu.and_then(|c| c.others_since());
+    Ok((ttft, steps, others))
+}
+
+/// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
+pub fn run(plan: &Plan) -> Result<(), CliError> {
+    let file = GgufFile::open(&plan.model).map_err(|e| CliError::at(&plan.model, e))?;
+    let gguf = file.gguf();
+    let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&plan.model, e))?;
+    let c = &model.config;
+    let bytes_per_token = model.weights.bytes_per_token();
+    eprintln!(
+        "model: {} ({} layers, hidden {}, vocab {}, {:.0} MB of weights per token)",
+        plan.model.display(),
+        c.layers,
+        c.hidden,
+        c.vocab,
+        bytes_per_token as f64 / 1e6
+    );
+    let cpu = machine::cpu_name();
+    let kernel = inferno_cpu::quant::Kernel::selected();
+    eprintln!("cpu: {cpu}; kernel: {kernel:?}");
+
+    // Bandwidth per thread count, read over the model file itself (far
+    // larger than any cache, and already resident: no extra memory).
+    let mut counts: Vec<usize> = plan.threads.clone();
+    counts.push(1);
+    counts.sort_unstable();
+    counts.dedup();
+    let mut bandwidth = Vec::new();
+    for &t in &counts {
+        eprint!("measuring read bandwidth on {t} thread(s)... ");
+        let bw = machine::read_bandwidth(gguf.bytes(), t, 5)?;
+        eprintln!("{:.1} GB/s", bw / 1e9);
+        bandwidth.push((t, bw));
+    }
+    let bw_at = |t: usize| {
+        bandwidth
+            .iter()
+            .find(|(n, _)| *n == t)
+            .map_or(0.0, |(_, b)| *b)
+    };
+
+    let mut rows = Vec::new();
+    for &kind in &plan.backends {
+        let counts: Vec<usize> = if kind.is_single_threaded() {
+            vec![1]
+        } else {
+            plan.threads.clone()
+        };
+        for threads in counts {
+            eprint!(
+                "{kind} x{threads}: prefill {} + decode {}... ",
+                plan.prompt_tokens, plan.tokens
+            );
+            let backend = AnyBackend::with_kind(kind, threads)?;
+            let (ttft, steps, others) = measure(&model, &backend, plan)?;
+            let row = Row {
+                backend: kind,
+                threads,
+                ttft,
+                steps,
+                others,
+                bandwidth: bw_at(threads),
+                bytes_per_token,
+            };
+            eprintln!("{:.1} tok/s", row.decode_tps());
+            if plan.json {
+                println!("{}", row_json(&row, plan));
+            }
+            rows.push(row);
+        }
+    }
+    let rss = machine::peak_rss();
+    if !plan.json {
+        print_table(&rows, plan, &cpu, &bandwidth);
+    }
+    if let Some(rss) = rss {
+        let file_len = std::fs::metadata(&plan.model).map_or(0, |m| m.len());
+        eprintln!(
+            "peak RSS {:.0} MB (model file {:.0} MB; KV cache {:.1} MB per session)",
+            rss as f64 / 1e6,
+            file_len as f64 / 1e6,
+            kv_bytes(&model, plan) as f64 / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn kv_bytes(model: &Qwen3<'_>, plan: &Plan) -> usize {
+    let c = &model.config;
+    2 * c.layers * (plan.prompt_tokens + plan.tokens + 1) * c.kv_dim() * plan.kv.size()
+}
+
+fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
+    let (min, mean, max) = r.min_mean_max();
+    json!({
+        "backend": r.backend.name(),
+        "threads": r.threads,
+        "prompt_tokens": plan.prompt_tokens,
+        "decode_tokens": r.steps.len(),
+        "time_to_first_token_ms": Row::ms(&r.ttft),
+        "decode_tokens_per_second": r.decode_tps(),
+        "per_forward_ms": { "min": min, "mean": mean, "max": max },
+        "read_bandwidth_gb_per_s": r.bandwidth / 1e9,
+        "weight_bytes_per_token": r.bytes_per_token,
+        "roofline_tokens_per_second": r.roofline_tps(),
+        "roofline_fraction": r.decode_tps() / r.roofline_tps(),
+        "other_processes_cpu_share": r.others,
+        "busy": r.busy(),
+        "kv_cache": plan.kv.to_string(),
+    })
+}
+
+fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)]) {
+    println!(
+        "decode: {} prompt tokens, {} decode steps, KV cache {}; {cpu}",
+        plan.prompt_tokens, plan.tokens, plan.kv
+    );
+    let bw: Vec<String> = bandwidth
+        .iter()
+        .map(|(t, b)| format!("{:.1} GB/s on {t}", b / 1e9))
+        .collect();
+    println!("read bandwidth: {}", bw.join(", "));
+    println!();
+    println!("| backend  | threads | ttft ms | decode tok/s | per_forward ms min / mean / max | roofline tok/s | of roofline | others |");
+    println!("|----------|--------:|--------:|-------------:|--------------------------------:|---------------:|------------:|-------:|");
+    let mut busy = false;
+    for r in rows {
+        let (min, mean, max) = r.min_mean_max();
+        let others = r.others.map_or("n/a".to_string(), |o| {
+            format!("{:.0}%{}", o * 100.0, if r.busy() { " *" } else { "" })
+        });
+        busy |= r.busy();
+        println!(
+            "| {:<8} | {:>7} | {:>7.1} | {:>12.2} | {:>9.2} / {:>7.2} / {:>7.2} | {:>14.1} | {:>10.0}% | {:>6} |",
+            r.backend.name(),
+            r.threads,
+            Row::ms(&r.ttft),
+            r.decode_tps(),
+            min,
+            mean,
+            max,
+            r.roofline_tps(),
+            100.0 * r.decode_tps() / r.roofline_tps(),
+            others
+        );
+    }
+    println!();
+    println!("roofline: read bandwidth at that thread count / weight bytes per token; others: CPU share other processes used during the row");
+    if busy {
+        println!(
+            "* measured while other processes used more than {:.0}% of the CPUs: treat as noise",
+            BUSY_SHARE * 100.0
+        );
+    }
+}
+
+/// The default model: the synthetic Qwen3-0.6B, written to the cache
+/// directory on first use (with a progress bar) and reused after.
+pub fn default_model() -> Result<PathBuf, CliError> {
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let path = inferno_cpu::synth::cached_model("0.6b", 0, |done, total| {
+        let b = bar.get_or_insert_with(|| {
+            eprintln!("writing the default synthetic Qwen3-0.6B model (once)...");
+            progress_bar(total)
+        });
+        b.set_position(done);
+    })
+    .map_err(|e| CliError::msg(format!("default model: {e}")))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(path)
+}
+
+/// A byte-count progress bar on stderr.
+pub fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// `--model`, or the default synthetic model.
+pub fn model_or_default(model: Option<&Path>) -> Result<PathBuf, CliError> {
+    match model {
+        Some(p) => Ok(p.to_path_buf()),
+        None => default_model(),
+    }
+}
