@@ -1,0 +1,52 @@
+//! The steady-state decode step allocates nothing: every buffer is made
+//! when the session is. Counted with dhat's counting allocator, for the
+//! single-threaded backends and the pool (rayon's own queues allocate,
+//! so `parallel` is not held to this).
+#![cfg(not(feature = "loom"))]
+
+use inferno_cpu::backend::AnyBackend;
+use inferno_cpu::gguf::Gguf;
+use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
+use inferno_cpu::synth::{model_bytes, SynthConfig};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+fn allocations() -> u64 {
+    dhat::HeapStats::get().total_blocks
+}
+
+#[test]
+fn decode_steps_allocate_nothing() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let bytes = model_bytes(&SynthConfig::tiny(), 3).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    for (name, threads) in [
+        ("scalar", 1),
+        ("simd", 1),
+        ("pool", 1),
+        ("pool", 2),
+        ("pool", 3),
+    ] {
+        for kv in [KvDtype::F16, KvDtype::F32] {
+            let b = AnyBackend::new(name, threads).unwrap();
+            let opts = SessionOptions {
+                max_positions: 40,
+                kv,
+            };
+            let mut s = Session::new(&model, &b, opts).unwrap();
+            let mut t = argmax(s.prefill(&[1, 2, 3]).unwrap());
+            t = argmax(s.decode(t).unwrap()); // first step: the pool's threads wake
+            let before = allocations();
+            for _ in 0..20 {
+                t = argmax(s.decode(t).unwrap());
+            }
+            let n = allocations() - before;
+            assert_eq!(
+                n, 0,
+                "{name} x{threads} ({kv}): {n} allocations in 20 decode steps"
+            );
+        }
+    }
+}
