@@ -62,6 +62,7 @@ pub mod gguf;
 pub mod matvec;
 pub mod pool;
 pub mod quant;
+pub mod tokenizer;
 mod sync;
 
 pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
