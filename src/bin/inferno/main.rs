@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod decode_bench;
 mod dispatch_bench;
 mod inspect;
+mod tokenize;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
 #[derive(Parser)]
@@ -26,6 +27,8 @@ enum Command {
     Bench(BenchArgs),
     /// Print a GGUF file's header, metadata and tensor table.
     Inspect(inspect::Args),
+    /// Print the token ids of a text, as the model's tokenizer encodes it.
+    Tokenize(tokenize::Args),
 }
 
 #[derive(Args, Default)]
@@ -96,6 +99,7 @@ fn bench(args: &BenchArgs) -> ExitCode {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Some(Command::Inspect(args)) => inspect::run(&args),
+        Some(Command::Tokenize(args)) => tokenize::run(&args),
         Some(Command::Bench(args)) => bench(&args),
         None => bench(&BenchArgs {
             tokens: 8,
