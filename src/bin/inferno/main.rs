@@ -17,6 +17,7 @@ mod dispatch_bench;
 mod eval;
 mod inspect;
 mod machine;
+mod tokenize;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
 #[derive(Parser)]
@@ -35,6 +36,8 @@ enum Command {
     Eval(eval::Args),
     /// Print a GGUF file's header, metadata and tensor table.
     Inspect(inspect::Args),
+    /// Print the token ids of a text, as the model's tokenizer encodes it.
+    Tokenize(tokenize::Args),
 }
 
 #[derive(Args)]
@@ -174,6 +177,7 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
+<<<<<<< HEAD
     if cfg!(feature = "loom") {
         eprintln!(
             "inferno: this binary was built with the `loom` feature, which swaps the pool's \
@@ -184,6 +188,11 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Some(Command::Inspect(args)) => return inspect::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
+=======
+    match Cli::parse().command {
+        Some(Command::Inspect(args)) => inspect::run(&args),
+        Some(Command::Tokenize(args)) => tokenize::run(&args),
+>>>>>>> tok
         Some(Command::Bench(args)) => bench(&args),
         None => bench(&BenchArgs::default()),
     };

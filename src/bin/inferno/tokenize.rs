@@ -1,0 +1,76 @@
+//! `inferno tokenize --model F.gguf [--no-special] [--json] (TEXT | --file PATH)`:
+//! the token ids of a text, so other tools can check their tokenizer
+//! against this one.
+//!
+//! The text is tokenized exactly as given: no BOS is added, nothing is
+//! trimmed, and `--file` reads the file's bytes as they are (they must be
+//! UTF-8; the tokenizer works on text).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use inferno_cpu::gguf::GgufFile;
+use inferno_cpu::tokenizer::Tokenizer;
+
+/// Arguments of `inferno tokenize`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The GGUF model (only its tokenizer metadata is read).
+    #[arg(long)]
+    model: PathBuf,
+    /// Treat control tokens written in the text (`<|im_start|>`) as plain
+    /// text instead of matching them.
+    #[arg(long)]
+    no_special: bool,
+    /// Print one JSON array instead of space-separated ids.
+    #[arg(long)]
+    json: bool,
+    /// Read the text from this file (its exact bytes).
+    #[arg(long, conflicts_with = "text")]
+    file: Option<PathBuf>,
+    /// The text to tokenize.
+    #[arg(required_unless_present = "file")]
+    text: Option<String>,
+}
+
+/// Runs the subcommand: 0 with the ids on stdout, 1 with one line on stderr
+/// for a model or file that cannot be used.
+pub fn run(args: &Args) -> ExitCode {
+    match tokenize(args) {
+        Ok(ids) => {
+            if args.json {
+                println!("{}", serde_json::Value::from(ids));
+            } else {
+                let line: Vec<String> = ids.iter().map(u32::to_string).collect();
+                println!("{}", line.join(" "));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("inferno tokenize: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn tokenize(args: &Args) -> Result<Vec<u32>, String> {
+    let text = match (&args.file, &args.text) {
+        (Some(path), _) => {
+            let bytes =
+                std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            String::from_utf8(bytes).map_err(|e| {
+                format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?
+        }
+        (None, Some(text)) => text.clone(),
+        (None, None) => return Err("no text: give TEXT or --file PATH".into()),
+    };
+    let file = GgufFile::open(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let tokenizer =
+        Tokenizer::from_gguf(&file.gguf()).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    Ok(tokenizer.encode(&text, !args.no_special))
+}
