@@ -177,7 +177,6 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
-<<<<<<< HEAD
     if cfg!(feature = "loom") {
         eprintln!(
             "inferno: this binary was built with the `loom` feature, which swaps the pool's \
@@ -187,12 +186,8 @@ fn main() -> ExitCode {
     }
     let result = match Cli::parse().command {
         Some(Command::Inspect(args)) => return inspect::run(&args),
+        Some(Command::Tokenize(args)) => return tokenize::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
-=======
-    match Cli::parse().command {
-        Some(Command::Inspect(args)) => inspect::run(&args),
-        Some(Command::Tokenize(args)) => tokenize::run(&args),
->>>>>>> tok
         Some(Command::Bench(args)) => bench(&args),
         None => bench(&BenchArgs::default()),
     };
