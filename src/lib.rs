@@ -66,6 +66,7 @@ pub mod matvec;
 pub mod model;
 pub mod pool;
 pub mod quant;
+pub mod sample;
 pub mod tokenizer;
 mod sync;
 pub mod synth;

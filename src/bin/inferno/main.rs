@@ -15,6 +15,7 @@ mod bench;
 mod decode_bench;
 mod dispatch_bench;
 mod eval;
+mod generate;
 mod inspect;
 mod machine;
 mod tokenize;
@@ -34,6 +35,8 @@ enum Command {
     Bench(BenchArgs),
     /// Run token ids through a model and write the logits.
     Eval(eval::Args),
+    /// Generate text from a prompt, streamed, then print the speed metrics.
+    Generate(generate::Args),
     /// Print a GGUF file's header, metadata and tensor table.
     Inspect(inspect::Args),
     /// Print the token ids of a text, as the model's tokenizer encodes it.
@@ -188,6 +191,7 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => return inspect::run(&args),
         Some(Command::Tokenize(args)) => return tokenize::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
+        Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Bench(args)) => bench(&args),
         None => bench(&BenchArgs::default()),
     };

@@ -1,0 +1,184 @@
+//! Choosing the next token from logits: greedy, or seeded sampling with a
+//! temperature and nucleus (top-p) cut.
+//!
+//! ```
+//! use inferno_cpu::sample::Sampler;
+//! let logits = [0.1f32, 2.0, 0.3, 1.9];
+//! assert_eq!(Sampler::greedy().sample(&logits), 1);
+//! // The same seed draws the same tokens.
+//! let mut a = Sampler::new(0.8, 0.95, 42)?;
+//! let mut b = Sampler::new(0.8, 0.95, 42)?;
+//! let da: Vec<u32> = (0..20).map(|_| a.sample(&logits)).collect();
+//! let db: Vec<u32> = (0..20).map(|_| b.sample(&logits)).collect();
+//! assert_eq!(da, db);
+//! # Ok::<(), inferno_cpu::sample::SamplerError>(())
+//! ```
+
+use thiserror::Error;
+
+/// A sampler setting out of range.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
+pub enum SamplerError {
+    /// The temperature must be finite and at least 0 (0 is greedy).
+    #[error("temperature {0} must be a finite number >= 0")]
+    Temperature(f32),
+    /// top-p must lie in `(0, 1]`.
+    #[error("top-p {0} must be in (0, 1]")]
+    TopP(f32),
+}
+
+/// Picks tokens from logits. Reuses one scratch buffer, so after the first
+/// call it allocates nothing.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    temperature: f32,
+    top_p: f32,
+    state: u64,
+    candidates: Vec<(f32, u32)>,
+}
+
+impl Sampler {
+    /// Always the most likely token (the first on ties).
+    pub fn greedy() -> Self {
+        Self {
+            temperature: 0.0,
+            top_p: 1.0,
+            state: 0,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// Samples from `softmax(logits / temperature)`, restricted to the
+    /// smallest set of most likely tokens whose probabilities reach
+    /// `top_p`; `temperature == 0` is greedy. The draws are a function of
+    /// `seed` and the logits alone.
+    ///
+    /// # Errors
+    ///
+    /// [`SamplerError`] for a negative or non-finite temperature, or a
+    /// top-p outside `(0, 1]`.
+    pub fn new(temperature: f32, top_p: f32, seed: u64) -> Result<Self, SamplerError> {
+        if !(temperature.is_finite() && temperature >= 0.0) {
+            return Err(SamplerError::Temperature(temperature));
+        }
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(SamplerError::TopP(top_p));
+        }
+        Ok(Self {
+            temperature,
+            top_p,
+            state: seed,
+            candidates: Vec::new(),
+        })
+    }
+
+    /// Whether this sampler always takes the most likely token.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0
+    }
+
+    /// SplitMix64: a uniform draw in `[0, 1)`.
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The next token. An empty slice gives 0; NaN logits are never chosen
+    /// unless every logit is NaN.
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        if self.is_greedy() || logits.len() < 2 {
+            return crate::model::argmax(logits);
+        }
+        let max = logits.iter().copied().filter(|v| !v.is_nan()).fold(f32::NEG_INFINITY, f32::max);
+        if !max.is_finite() {
+            return crate::model::argmax(logits);
+        }
+        let inv_t = 1.0 / self.temperature;
+        let mut total = 0.0f64;
+        self.candidates.clear();
+        for (i, &l) in logits.iter().enumerate() {
+            let p = if l.is_nan() { 0.0 } else { ((l - max) * inv_t).exp() };
+            total += f64::from(p);
+            self.candidates.push((p, i as u32));
+        }
+        // Only tokens above (1 - top_p) / (n - 1) of the mass can be in the
+        // nucleus (the rest together hold less than 1 - top_p), so sort
+        // those alone: a few hundred entries instead of the vocabulary.
+        let cutoff = (1.0 - f64::from(self.top_p)) / (logits.len() - 1) as f64 * total;
+        if self.top_p < 1.0 {
+            self.candidates.retain(|&(p, _)| f64::from(p) >= cutoff);
+        }
+        self.candidates
+            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut kept = self.candidates.len();
+        let mut mass = 0.0f64;
+        if self.top_p < 1.0 {
+            let target = f64::from(self.top_p) * total;
+            for (n, &(p, _)) in self.candidates.iter().enumerate() {
+                mass += f64::from(p);
+                if mass >= target {
+                    kept = n + 1;
+                    break;
+                }
+            }
+        }
+        let kept_mass: f64 = self.candidates[..kept].iter().map(|&(p, _)| f64::from(p)).sum();
+        let mut r = self.uniform() * kept_mass;
+        for &(p, id) in &self.candidates[..kept] {
+            r -= f64::from(p);
+            if r < 0.0 {
+                return id;
+            }
+        }
+        self.candidates[kept.saturating_sub(1)].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert_eq!(Sampler::new(-1.0, 0.9, 0).unwrap_err(), SamplerError::Temperature(-1.0));
+        assert!(Sampler::new(f32::NAN, 0.9, 0).is_err());
+        assert_eq!(Sampler::new(1.0, 0.0, 0).unwrap_err(), SamplerError::TopP(0.0));
+        assert!(Sampler::new(1.0, 1.5, 0).is_err());
+    }
+
+    #[test]
+    fn top_p_keeps_the_nucleus_only() {
+        // p = [0.5, 0.3, 0.2 spread over many]: top-p 0.6 keeps tokens 0 and 1.
+        let mut logits = vec![0.0f32; 102];
+        logits[0] = 0.5f32.ln();
+        logits[1] = 0.3f32.ln();
+        for l in &mut logits[2..] {
+            *l = (0.2f32 / 100.0).ln();
+        }
+        let mut s = Sampler::new(1.0, 0.6, 7).unwrap();
+        let mut seen = [0usize; 2];
+        for _ in 0..2000 {
+            let t = s.sample(&logits) as usize;
+            assert!(t < 2, "token {t} is outside the nucleus");
+            seen[t] += 1;
+        }
+        // 0.5 : 0.3 renormalised is 62.5% : 37.5%.
+        let share = seen[0] as f64 / 2000.0;
+        assert!((share - 0.625).abs() < 0.05, "{share}");
+    }
+
+    #[test]
+    fn low_temperature_is_nearly_greedy_and_nan_is_skipped() {
+        let logits = [1.0f32, f32::NAN, 3.0, 2.9];
+        let mut s = Sampler::new(0.01, 1.0, 3).unwrap();
+        for _ in 0..100 {
+            assert_eq!(s.sample(&logits), 2);
+        }
+        assert_eq!(Sampler::greedy().sample(&logits), 2);
+    }
+}
