@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod decode_bench;
 mod dispatch_bench;
 mod inspect;
+mod synth;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
 #[derive(Parser)]
@@ -26,6 +27,8 @@ enum Command {
     Bench(BenchArgs),
     /// Print a GGUF file's header, metadata and tensor table.
     Inspect(inspect::Args),
+    /// Write a deterministic synthetic Qwen3 model (GGUF, Q8_0 weights).
+    Synth(synth::Args),
 }
 
 #[derive(Args, Default)]
@@ -96,6 +99,7 @@ fn bench(args: &BenchArgs) -> ExitCode {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Some(Command::Inspect(args)) => inspect::run(&args),
+        Some(Command::Synth(args)) => synth::run(&args),
         Some(Command::Bench(args)) => bench(&args),
         None => bench(&BenchArgs {
             tokens: 8,
