@@ -67,9 +67,9 @@ pub mod model;
 pub mod pool;
 pub mod quant;
 pub mod sample;
-pub mod tokenizer;
 mod sync;
 pub mod synth;
+pub mod tokenizer;
 
 pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
 pub use quant::BlockQ8_0;

@@ -94,7 +94,11 @@ impl Sampler {
         if self.is_greedy() || logits.len() < 2 {
             return crate::model::argmax(logits);
         }
-        let max = logits.iter().copied().filter(|v| !v.is_nan()).fold(f32::NEG_INFINITY, f32::max);
+        let max = logits
+            .iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .fold(f32::NEG_INFINITY, f32::max);
         if !max.is_finite() {
             return crate::model::argmax(logits);
         }
@@ -102,7 +106,11 @@ impl Sampler {
         let mut total = 0.0f64;
         self.candidates.clear();
         for (i, &l) in logits.iter().enumerate() {
-            let p = if l.is_nan() { 0.0 } else { ((l - max) * inv_t).exp() };
+            let p = if l.is_nan() {
+                0.0
+            } else {
+                ((l - max) * inv_t).exp()
+            };
             total += f64::from(p);
             self.candidates.push((p, i as u32));
         }
@@ -127,7 +135,10 @@ impl Sampler {
                 }
             }
         }
-        let kept_mass: f64 = self.candidates[..kept].iter().map(|&(p, _)| f64::from(p)).sum();
+        let kept_mass: f64 = self.candidates[..kept]
+            .iter()
+            .map(|&(p, _)| f64::from(p))
+            .sum();
         let mut r = self.uniform() * kept_mass;
         for &(p, id) in &self.candidates[..kept] {
             r -= f64::from(p);
@@ -145,9 +156,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_settings() {
-        assert_eq!(Sampler::new(-1.0, 0.9, 0).unwrap_err(), SamplerError::Temperature(-1.0));
+        assert_eq!(
+            Sampler::new(-1.0, 0.9, 0).unwrap_err(),
+            SamplerError::Temperature(-1.0)
+        );
         assert!(Sampler::new(f32::NAN, 0.9, 0).is_err());
-        assert_eq!(Sampler::new(1.0, 0.0, 0).unwrap_err(), SamplerError::TopP(0.0));
+        assert_eq!(
+            Sampler::new(1.0, 0.0, 0).unwrap_err(),
+            SamplerError::TopP(0.0)
+        );
         assert!(Sampler::new(1.0, 1.5, 0).is_err());
     }
 

@@ -27,7 +27,8 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SynthError + '_ {
 /// A rename replaces the directory entry, not the old file's contents, so a
 /// process that has the old file memory-mapped keeps reading it unchanged,
 /// and a reader opening `path` sees either the old file or the complete new
-/// one. On error the temporary file is removed.
+/// one. On error the temporary file is removed. (On Windows, where an open
+/// file cannot be replaced, the rename then fails with an I/O error.)
 ///
 /// # Errors
 ///

@@ -196,10 +196,9 @@ pub fn write_model(
                 write_matrix(&mut stream, seed, key, rows, cols, &mut progress)?
             }
             Kind::Norm { len } => {
-                let mut rng = Rng::new(seed, key, 0);
-                let bytes: Vec<u8> = (0..len)
-                    .flat_map(|_| ((1.0 + NORM_JITTER * rng.normal()) as f32).to_le_bytes())
-                    .collect();
+                let mut values = vec![0.0f32; len];
+                Rng::new(seed, key, 0).fill_normal(&mut values, 1.0, NORM_JITTER);
+                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
                 stream.write_data(&bytes)?;
                 progress(stream.bytes_written(), total);
             }
@@ -231,10 +230,7 @@ fn write_matrix<W: Write>(
             .try_for_each_init(
                 || vec![0.0f32; cols],
                 |row, (i, out)| {
-                    let mut rng = Rng::new(seed, key, (first + i) as u64);
-                    for x in row.iter_mut() {
-                        *x = (WEIGHT_STD * rng.normal()) as f32;
-                    }
+                    Rng::new(seed, key, (first + i) as u64).fill_normal(row, 0.0, WEIGHT_STD);
                     quantize_row_q8_0_into(row, out)
                 },
             )?;

@@ -7,10 +7,12 @@
 //!
 //! 1. the 256 byte tokens, in the order of GPT-2's byte-to-unicode table
 //!    (see [`byte_to_unicode`]);
-//! 2. merged tokens, one per merge, in rank order: each joins a random
-//!    existing token with (mostly) a common English letter or the space
-//!    marker `Ġ`, so text tokenized with it does get merged, into a token
-//!    that does not exist yet;
+//! 2. merged tokens, one per merge, in rank order: each joins two existing
+//!    tokens into one that does not exist yet. Most merges extend a
+//!    word-like token (lowercase letters, optionally after the space marker
+//!    `Ġ`) by a letter drawn by English frequency, so English text
+//!    tokenized with the vocabulary does get merged; the rest join random
+//!    tokens and bytes, as real vocabularies also hold;
 //! 3. Qwen3's 26 added tokens ([`ADDED_TOKENS`]), at Qwen3's own ids when
 //!    the vocabulary is as large as Qwen3's;
 //! 4. unused padding tokens `[PAD<id>]` up to the requested size.
@@ -75,9 +77,9 @@ pub const MIN_VOCAB: usize = 256 + ADDED_TOKENS.len();
 /// this, and the cap keeps the metadata small.
 const MAX_TOKEN_BYTES: usize = 16;
 
-/// Bytes a merge's right part is usually drawn from: the space and the
-/// lowercase letters, most frequent first (repeats weight the draw).
-const COMMON: &[u8] = b"  eeettaaooiinnsshhrrdlcumwfgypbvkjxqz";
+/// Letters that extend word-like tokens, most frequent first (repeats
+/// weight the draw).
+const LETTERS: &[u8] = b"eeettaaooiinnsshhrrdlcumwfgypbvkjxqz";
 
 /// A byte-level BPE vocabulary.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,15 +214,23 @@ pub fn vocab(vocab_size: usize, seed: u64) -> Vocab {
     }
     types.resize(normal, TOKEN_TYPE_NORMAL);
     let mut seen: HashSet<String> = tokens.iter().cloned().collect();
+    // Word-like tokens: a letter or the space marker, then letters.
+    let mut wordy: Vec<usize> = std::iter::once(b' ')
+        .chain(b'a'..=b'z')
+        .map(|b| index_of_byte[usize::from(b)])
+        .collect();
     let mut rng = Rng::new(seed, u64::MAX, 0);
     while tokens.len() < normal {
-        let left = rng.below(tokens.len());
-        let right = match rng.below(8) {
-            // Mostly a common letter or space, so English merges.
-            0..=4 => index_of_byte[usize::from(COMMON[rng.below(COMMON.len())])],
-            // Sometimes any byte, sometimes any token.
-            5 | 6 => rng.below(256),
-            _ => rng.below(tokens.len()),
+        let kind = rng.below(8);
+        let (left, right) = match kind {
+            // Mostly a word-like token and a letter, so English merges.
+            0..=4 => (
+                wordy[rng.below(wordy.len())],
+                index_of_byte[usize::from(LETTERS[rng.below(LETTERS.len())])],
+            ),
+            // Sometimes any token and any byte, sometimes any two tokens.
+            5 | 6 => (rng.below(tokens.len()), rng.below(256)),
+            _ => (rng.below(tokens.len()), rng.below(tokens.len())),
         };
         let len = usize::from(lens[left]) + usize::from(lens[right]);
         if len > MAX_TOKEN_BYTES {
@@ -229,6 +239,9 @@ pub fn vocab(vocab_size: usize, seed: u64) -> Vocab {
         let joined = format!("{}{}", tokens[left], tokens[right]);
         if seen.contains(&joined) {
             continue;
+        }
+        if kind <= 4 {
+            wordy.push(tokens.len());
         }
         merges.push(format!("{} {}", tokens[left], tokens[right]));
         seen.insert(joined.clone());
@@ -326,6 +339,21 @@ mod tests {
         assert_eq!(v.merges.len(), 224);
         assert_eq!(v, vocab(512, 7));
         assert_ne!(v.merges, vocab(512, 8).merges);
+    }
+
+    #[test]
+    fn most_merges_are_word_like() {
+        let v = vocab(4096, 0);
+        let word_like = |t: &str| {
+            let t = t.strip_prefix('Ġ').unwrap_or(t);
+            !t.is_empty() && t.bytes().all(|b| b.is_ascii_lowercase())
+        };
+        let n = v.tokens[256..256 + v.merges.len()]
+            .iter()
+            .filter(|t| word_like(t))
+            .count();
+        assert!(n * 2 > v.merges.len(), "{n} of {}", v.merges.len());
+        assert!(v.tokens.iter().any(|t| t.len() == 2 && word_like(t)));
     }
 
     #[test]

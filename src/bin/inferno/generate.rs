@@ -111,7 +111,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             reason = "end of generation";
             break;
         }
-        let piece = decoder.push(token).map_err(|e| CliError::msg(e.to_string()))?;
+        let piece = decoder
+            .push(token)
+            .map_err(|e| CliError::msg(e.to_string()))?;
         let _ = out.write_all(piece.as_bytes());
         let _ = out.flush();
         generated += 1;
@@ -159,7 +161,10 @@ fn print_metrics(
     let v: Vec<f64> = steps.iter().map(ms).collect();
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = v.iter().copied().fold(0.0, f64::max);
-    eprintln!("  decode_tokens_per_second: {:.3}", steps.len() as f64 / total);
+    eprintln!(
+        "  decode_tokens_per_second: {:.3}",
+        steps.len() as f64 / total
+    );
     eprintln!(
         "  per_forward_ms: min {min:.3}  max {max:.3}  mean {:.3}  (n={})",
         v.iter().sum::<f64>() / v.len() as f64,

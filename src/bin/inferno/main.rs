@@ -18,6 +18,7 @@ mod eval;
 mod generate;
 mod inspect;
 mod machine;
+mod synth;
 mod tokenize;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
@@ -41,6 +42,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Print the token ids of a text, as the model's tokenizer encodes it.
     Tokenize(tokenize::Args),
+    /// Write a deterministic synthetic Qwen3 model (GGUF, Q8_0 weights).
+    Synth(synth::Args),
 }
 
 #[derive(Args)]
@@ -190,6 +193,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Some(Command::Inspect(args)) => return inspect::run(&args),
         Some(Command::Tokenize(args)) => return tokenize::run(&args),
+        Some(Command::Synth(args)) => return synth::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Bench(args)) => bench(&args),

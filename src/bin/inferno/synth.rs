@@ -1,0 +1,82 @@
+//! `inferno synth [--config tiny|0.6b] [--seed N] [--out PATH]`: writes a
+//! synthetic Qwen3 model file.
+//!
+//! Without `--out` the file goes to the per-user cache, where later runs
+//! (and the library's `cached_model`) find and reuse it. The file is
+//! written beside its destination and renamed into place, so an
+//! interrupted run never leaves a partial model under the final name.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use inferno_cpu::synth::{cached_model, write_model_file, SynthConfig, SynthError};
+
+/// Arguments of `inferno synth`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model shape: `tiny` (2 layers, ~0.5 MB) or `0.6b` (Qwen3-0.6B's
+    /// shapes, ~640 MB).
+    #[arg(long, default_value = "0.6b", value_parser = ["tiny", "0.6b"])]
+    config: String,
+    /// Seed of the weights and vocabulary: the same seed gives the same
+    /// file, byte for byte.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output file (default: the cached model's path, reused when it is
+    /// already complete).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// A byte-counting progress bar on stderr (hidden when stderr is not a
+/// terminal), sized on the first report.
+fn progress_bar() -> ProgressBar {
+    let bar = ProgressBar::no_length();
+    let style = ProgressStyle::with_template(
+        "{msg} [{bar:40}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+    );
+    if let Ok(style) = style {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Runs the subcommand: 0 with the path on stdout, 1 with a one-line error
+/// on stderr.
+pub fn run(args: &Args) -> ExitCode {
+    let start = Instant::now();
+    let bar = progress_bar();
+    bar.set_message(format!("writing qwen3-{} seed {}", args.config, args.seed));
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let result: Result<PathBuf, SynthError> = match &args.out {
+        Some(path) => SynthConfig::by_name(&args.config)
+            .ok_or_else(|| SynthError::UnknownConfig {
+                name: args.config.clone(),
+            })
+            .and_then(|cfg| write_model_file(&cfg, args.seed, path, progress))
+            .map(|()| path.clone()),
+        None => cached_model(&args.config, args.seed, progress),
+    };
+    let wrote = bar.length().is_some();
+    bar.finish_and_clear();
+    match result {
+        Ok(path) => {
+            if wrote {
+                eprintln!("wrote in {:.1} s", start.elapsed().as_secs_f64());
+            } else {
+                eprintln!("reused the cached file");
+            }
+            println!("{}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("inferno synth: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
