@@ -12,7 +12,10 @@ use inferno_cpu::tokenizer::{Tokenizer, TokenizerParts};
 use serde_json::Value;
 
 fn fixture() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/qwen3_tokenizer_cases.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/qwen3_tokenizer_cases.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

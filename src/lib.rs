@@ -62,8 +62,8 @@ pub mod gguf;
 pub mod matvec;
 pub mod pool;
 pub mod quant;
-pub mod tokenizer;
 mod sync;
+pub mod tokenizer;
 
 pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
 pub use quant::BlockQ8_0;

@@ -13,8 +13,7 @@ struct TempFile(PathBuf);
 
 impl TempFile {
     fn new(tag: &str, bytes: &[u8]) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("inferno-tok-{}-{tag}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("inferno-tok-{}-{tag}", std::process::id()));
         std::fs::write(&path, bytes).unwrap();
         TempFile(path)
     }
@@ -112,7 +111,10 @@ fn file_reads_the_exact_bytes() {
     assert_eq!(out, "256 13 10\n");
     let bad = TempFile::new("bad.txt", b"he\xff");
     let err = one_line_error(tokenize(&["--model", m.path(), "--file", bad.path()]));
-    assert!(err.contains("not UTF-8") && err.contains("offset 2"), "{err}");
+    assert!(
+        err.contains("not UTF-8") && err.contains("offset 2"),
+        "{err}"
+    );
     let err = one_line_error(tokenize(&["--model", m.path(), "--file", "/nonexistent/x"]));
     assert!(err.contains("/nonexistent/x"), "{err}");
 }

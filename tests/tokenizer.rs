@@ -246,7 +246,10 @@ fn decode_refuses_unknown_ids_and_streams_whole_characters() {
     let tok = hand_vocab();
     assert!(matches!(
         tok.decode(&[97, 280]),
-        Err(TokenizerError::IdOutOfRange { id: 280, vocab_size: 280 })
+        Err(TokenizerError::IdOutOfRange {
+            id: 280,
+            vocab_size: 280
+        })
     ));
     // "€" is E2 82 AC, one byte token each: nothing until the last.
     let mut stream = tok.stream_decoder();
@@ -283,14 +286,34 @@ fn hostile_parts_are_typed_errors() {
         p.tokens.push("a".into());
         p.token_types.push(1);
     });
-    assert!(matches!(e, TokenizerError::DuplicateToken { id: 280, first: 97, .. }));
+    assert!(matches!(
+        e,
+        TokenizerError::DuplicateToken {
+            id: 280,
+            first: 97,
+            ..
+        }
+    ));
     let e = parts_err(|p| {
         p.tokens.push("<think>".into());
         p.token_types.push(3);
     });
-    assert!(matches!(e, TokenizerError::DuplicateToken { id: 280, first: 278, .. }));
+    assert!(matches!(
+        e,
+        TokenizerError::DuplicateToken {
+            id: 280,
+            first: 278,
+            ..
+        }
+    ));
     let e = parts_err(|p| p.token_types[5] = 7);
-    assert!(matches!(e, TokenizerError::UnknownTokenType { id: 5, token_type: 7 }));
+    assert!(matches!(
+        e,
+        TokenizerError::UnknownTokenType {
+            id: 5,
+            token_type: 7
+        }
+    ));
     let e = parts_err(|p| p.token_types[5] = -1);
     assert!(matches!(e, TokenizerError::UnknownTokenType { id: 5, .. }));
     let e = parts_err(|p| p.tokens[260] = "x y".into());
@@ -302,7 +325,10 @@ fn hostile_parts_are_typed_errors() {
     let e = parts_err(|p| p.tokens[256] = String::new());
     assert!(matches!(e, TokenizerError::EmptyToken { id: 256 }));
     let e = parts_err(|p| p.tokens.clear());
-    assert!(matches!(e, TokenizerError::EmptyVocab | TokenizerError::TypeCount { .. }));
+    assert!(matches!(
+        e,
+        TokenizerError::EmptyVocab | TokenizerError::TypeCount { .. }
+    ));
     let e = parts_err(|p| {
         p.tokens.clear();
         p.token_types.clear();
@@ -310,14 +336,27 @@ fn hostile_parts_are_typed_errors() {
     assert!(matches!(e, TokenizerError::EmptyVocab));
     for bad in ["ab", "a  b", " a", "a ", "a b c", ""] {
         let e = parts_err(|p| p.merges.push(bad.into()));
-        assert!(matches!(e, TokenizerError::BadMerge { index: 20, .. }), "{bad:?}: {e}");
+        assert!(
+            matches!(e, TokenizerError::BadMerge { index: 20, .. }),
+            "{bad:?}: {e}"
+        );
     }
     let e = parts_err(|p| p.merges.push("<think> a".into()));
     assert!(matches!(&e, TokenizerError::MergeUnknownPart { part, .. } if part == "<think>"));
     let e = parts_err(|p| p.merges.push("q z".into()));
-    assert!(matches!(e, TokenizerError::MergeUnknownResult { index: 20, .. }));
+    assert!(matches!(
+        e,
+        TokenizerError::MergeUnknownResult { index: 20, .. }
+    ));
     let e = parts_err(|p| p.eos = Some(280));
-    assert!(matches!(e, TokenizerError::SpecialIdOutOfRange { id: 280, vocab_size: 280, .. }));
+    assert!(matches!(
+        e,
+        TokenizerError::SpecialIdOutOfRange {
+            id: 280,
+            vocab_size: 280,
+            ..
+        }
+    ));
     // A repeated merge keeps its first rank; no error.
     let mut parts = hand_parts();
     parts.merges.push("h e".into());
@@ -365,12 +404,18 @@ fn from_gguf_reads_the_keys_and_names_bad_values() {
     assert_eq!(tok.encode("hello world", true), [268, 264]);
     assert_eq!(tok.eos(), Some(IM_END));
 
-    let e = from_gguf(&gguf_replacing("tokenizer.ggml.model", Value::String("llama".into())))
-        .unwrap_err();
+    let e = from_gguf(&gguf_replacing(
+        "tokenizer.ggml.model",
+        Value::String("llama".into()),
+    ))
+    .unwrap_err();
     assert!(matches!(&e, TokenizerError::UnsupportedModel { model } if model == "llama"));
     assert!(e.to_string().contains("\"llama\""));
-    let e = from_gguf(&gguf_replacing("tokenizer.ggml.pre", Value::String("deepseek-llm".into())))
-        .unwrap_err();
+    let e = from_gguf(&gguf_replacing(
+        "tokenizer.ggml.pre",
+        Value::String("deepseek-llm".into()),
+    ))
+    .unwrap_err();
     assert!(e.to_string().contains("deepseek-llm"), "{e}");
     let e = from_gguf(&gguf_replacing(
         "tokenizer.ggml.tokens",
@@ -387,14 +432,30 @@ fn from_gguf_reads_the_keys_and_names_bad_values() {
     assert!(e.to_string().contains("tokenizer.ggml.token_type"), "{e}");
     let e = from_gguf(&gguf_replacing("tokenizer.ggml.merges", Value::U32(3))).unwrap_err();
     assert!(e.to_string().contains("tokenizer.ggml.merges"), "{e}");
-    let e = from_gguf(&gguf_replacing("tokenizer.ggml.eos_token_id", Value::String("x".into())))
-        .unwrap_err();
+    let e = from_gguf(&gguf_replacing(
+        "tokenizer.ggml.eos_token_id",
+        Value::String("x".into()),
+    ))
+    .unwrap_err();
     assert!(matches!(e, TokenizerError::SpecialIdType { .. }), "{e}");
-    let e = from_gguf(&gguf_replacing("tokenizer.ggml.eos_token_id", Value::I32(-1))).unwrap_err();
-    assert!(matches!(e, TokenizerError::SpecialIdOutOfRange { id: -1, .. }), "{e}");
-    let e = from_gguf(&gguf_replacing("tokenizer.ggml.bos_token_id", Value::U64(u64::MAX)))
-        .unwrap_err();
-    assert!(matches!(e, TokenizerError::SpecialIdOutOfRange { .. }), "{e}");
+    let e = from_gguf(&gguf_replacing(
+        "tokenizer.ggml.eos_token_id",
+        Value::I32(-1),
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(e, TokenizerError::SpecialIdOutOfRange { id: -1, .. }),
+        "{e}"
+    );
+    let e = from_gguf(&gguf_replacing(
+        "tokenizer.ggml.bos_token_id",
+        Value::U64(u64::MAX),
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(e, TokenizerError::SpecialIdOutOfRange { .. }),
+        "{e}"
+    );
     // Missing keys.
     let e = from_gguf(&Writer::new().to_bytes().unwrap()).unwrap_err();
     assert!(e.to_string().contains("tokenizer.ggml.model"), "{e}");
@@ -435,12 +496,72 @@ fn regex_split(text: &str) -> Vec<String> {
 /// newlines, quotes for contractions, combining marks, emoji with joiners.
 fn tricky_text() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
-        "a", "Z", "é", "ß", "ſ", "東", "한", "я", "ǅ", "1", "9", "²", "½", "٣", "Ⅻ", " ", "  ",
-        "\t", "\n", "\r", "\r\n", "\u{a0}", "\u{3000}", "\u{2028}", "\u{85}", "\u{b}", "\u{c}",
-        "'", "'s", "'S", "'t", "'re", "'RE", "'ve", "'m", "'ll", "'LL", "'d", "'ſ", "!", "?",
-        ".", "(", "\"", "-", "_", "<", "|", ">", "\u{301}", "\u{327}", "e\u{301}", "\u{200d}",
-        "\u{fe0f}", "😀", "👍🏽", "👨‍👩‍👧", "🇺🇸", "\0", "\u{7f}", "\u{ad}", "\u{fffd}", "\u{e000}",
-        "<think>", "<|im_end|>", "<|im_start|>",
+        "a",
+        "Z",
+        "é",
+        "ß",
+        "ſ",
+        "東",
+        "한",
+        "я",
+        "ǅ",
+        "1",
+        "9",
+        "²",
+        "½",
+        "٣",
+        "Ⅻ",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r",
+        "\r\n",
+        "\u{a0}",
+        "\u{3000}",
+        "\u{2028}",
+        "\u{85}",
+        "\u{b}",
+        "\u{c}",
+        "'",
+        "'s",
+        "'S",
+        "'t",
+        "'re",
+        "'RE",
+        "'ve",
+        "'m",
+        "'ll",
+        "'LL",
+        "'d",
+        "'ſ",
+        "!",
+        "?",
+        ".",
+        "(",
+        "\"",
+        "-",
+        "_",
+        "<",
+        "|",
+        ">",
+        "\u{301}",
+        "\u{327}",
+        "e\u{301}",
+        "\u{200d}",
+        "\u{fe0f}",
+        "😀",
+        "👍🏽",
+        "👨‍👩‍👧",
+        "🇺🇸",
+        "\0",
+        "\u{7f}",
+        "\u{ad}",
+        "\u{fffd}",
+        "\u{e000}",
+        "<think>",
+        "<|im_end|>",
+        "<|im_start|>",
     ]);
     prop_oneof![
         prop::collection::vec(atoms, 0..40).prop_map(|v| v.concat()),

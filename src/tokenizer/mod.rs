@@ -330,9 +330,7 @@ fn byte_token(text: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
-fn build_matcher(
-    patterns: Vec<(&str, u32)>,
-) -> Result<Option<AddedMatcher>, TokenizerError> {
+fn build_matcher(patterns: Vec<(&str, u32)>) -> Result<Option<AddedMatcher>, TokenizerError> {
     if patterns.is_empty() {
         return Ok(None);
     }
@@ -528,24 +526,27 @@ impl Tokenizer {
             let rank = u32::try_from(index).unwrap_or(u32::MAX);
             // A repeated pair keeps its first (highest-priority) rank, as
             // llama.cpp does.
-            merges.entry(pair_key(left, right)).or_insert(Merge { rank, id });
+            merges
+                .entry(pair_key(left, right))
+                .or_insert(Merge { rank, id });
         }
         drop(normal);
 
         let vocab_size = tokens.len();
-        let check_id = |key: &'static str, id: Option<i64>| -> Result<Option<u32>, TokenizerError> {
-            match id {
-                None => Ok(None),
-                Some(v) => match u32::try_from(v) {
-                    Ok(id) if (id as usize) < vocab_size => Ok(Some(id)),
-                    _ => Err(TokenizerError::SpecialIdOutOfRange {
-                        key,
-                        id: v,
-                        vocab_size,
-                    }),
-                },
-            }
-        };
+        let check_id =
+            |key: &'static str, id: Option<i64>| -> Result<Option<u32>, TokenizerError> {
+                match id {
+                    None => Ok(None),
+                    Some(v) => match u32::try_from(v) {
+                        Ok(id) if (id as usize) < vocab_size => Ok(Some(id)),
+                        _ => Err(TokenizerError::SpecialIdOutOfRange {
+                            key,
+                            id: v,
+                            vocab_size,
+                        }),
+                    },
+                }
+            };
         let bos = check_id(KEY_BOS, special.bos)?;
         let eos = check_id(KEY_EOS, special.eos)?;
         let pad = check_id(KEY_PAD, special.pad)?;

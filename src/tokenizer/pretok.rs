@@ -207,7 +207,10 @@ mod tests {
     fn each_branch() {
         // 1. contractions, any case, after a letter run.
         assert_eq!(split("don't"), ["don", "'t"]);
-        assert_eq!(split("I'M WE'LL she'Re"), ["I", "'M", " WE", "'LL", " she", "'Re"]);
+        assert_eq!(
+            split("I'M WE'LL she'Re"),
+            ["I", "'M", " WE", "'LL", " she", "'Re"]
+        );
         assert_eq!(split("'llama"), ["'ll", "ama"]);
         assert_eq!(split("'x"), ["'x"]);
         // 2. letters with one optional leading non-letter, non-digit.

@@ -86,7 +86,11 @@ pub fn check(data: &[u8]) -> bool {
             merges.push(r.string());
         }
     }
-    let pre = if flags & 4 != 0 { r.string() } else { "qwen2".to_owned() };
+    let pre = if flags & 4 != 0 {
+        r.string()
+    } else {
+        "qwen2".to_owned()
+    };
     let (bos, eos) = if flags & 16 != 0 {
         (Some(u32::from(r.byte()) * 2), Some(u32::from(r.byte()) * 2))
     } else {
@@ -112,7 +116,8 @@ pub fn check(data: &[u8]) -> bool {
         let mut w = Writer::new();
         let ok = w.add_str("tokenizer.ggml.model", "gpt2").is_ok()
             && w.add_str("tokenizer.ggml.pre", &parts.pre).is_ok()
-            && w.add_array("tokenizer.ggml.tokens", Array::String(parts.tokens.clone())).is_ok()
+            && w.add_array("tokenizer.ggml.tokens", Array::String(parts.tokens.clone()))
+                .is_ok()
             && w.add_array(
                 "tokenizer.ggml.token_type",
                 if flags & 8 != 0 {
@@ -122,15 +127,20 @@ pub fn check(data: &[u8]) -> bool {
                 },
             )
             .is_ok()
-            && w.add_array("tokenizer.ggml.merges", Array::String(parts.merges.clone())).is_ok()
+            && w.add_array("tokenizer.ggml.merges", Array::String(parts.merges.clone()))
+                .is_ok()
             && parts
                 .eos
                 .is_none_or(|id| w.add_u32("tokenizer.ggml.eos_token_id", id).is_ok());
         if !ok {
             return false;
         }
-        let Ok(bytes) = w.to_bytes() else { return false };
-        let Ok(gguf) = Gguf::parse(&bytes) else { return false };
+        let Ok(bytes) = w.to_bytes() else {
+            return false;
+        };
+        let Ok(gguf) = Gguf::parse(&bytes) else {
+            return false;
+        };
         Tokenizer::from_gguf(&gguf)
     } else {
         Tokenizer::from_parts(&parts)

@@ -56,8 +56,7 @@ pub fn run(args: &Args) -> ExitCode {
 fn tokenize(args: &Args) -> Result<Vec<u32>, String> {
     let text = match (&args.file, &args.text) {
         (Some(path), _) => {
-            let bytes =
-                std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             String::from_utf8(bytes).map_err(|e| {
                 format!(
                     "{}: not UTF-8 text (invalid byte at offset {})",
