@@ -8,6 +8,8 @@
 //! * [`matvec`]: single-core, pooled and rayon matvec/matmul; the pooled
 //!   result is byte-identical to the single-core one at any thread count.
 //! * [`gguf`]: a strictly validated, zero-copy GGUF reader and a writer.
+//! * [`tokenizer`]: Qwen3's byte-level BPE tokenizer built from GGUF
+//!   metadata, matching Hugging Face's ids, with a streaming decoder.
 //!
 //! # Example
 //!
