@@ -10,6 +10,8 @@
 //! * [`gguf`]: a strictly validated, zero-copy GGUF reader and a writer.
 //! * [`synth`]: deterministic synthetic Qwen3 model files (real shapes,
 //!   metadata and tokenizer layout, seeded random weights).
+//! * [`tokenizer`]: Qwen3's byte-level BPE tokenizer built from GGUF
+//!   metadata, matching Hugging Face's ids, with a streaming decoder.
 //!
 //! # Example
 //!

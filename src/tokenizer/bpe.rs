@@ -16,6 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use super::hash::SeededState;
+
 /// What merging a pair gives: its rank (lower merges first) and the merged
 /// token's id.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +27,7 @@ pub(crate) struct Merge {
 }
 
 /// The merge table, keyed by the pair of token ids packed into a `u64`.
-pub(crate) type Merges = HashMap<u64, Merge>;
+pub(crate) type Merges = HashMap<u64, Merge, SeededState>;
 
 /// The key of pair `(left, right)` in [`Merges`].
 pub(crate) fn pair_key(left: u32, right: u32) -> u64 {
@@ -46,25 +48,38 @@ struct Symbol {
 
 const NONE: usize = usize::MAX;
 
+/// Buffers reused from one piece to the next, so merging allocates only
+/// while they grow.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    syms: Vec<Symbol>,
+    /// (rank, left position, left id, right id): the ids detect staleness.
+    heap: BinaryHeap<Reverse<(u32, usize, u32, u32)>>,
+}
+
 /// Merges the byte tokens `ids` (one per byte of the piece) and appends the
 /// resulting token ids to `out`.
-pub(crate) fn merge(ids: &[u32], merges: &Merges, out: &mut Vec<u32>) {
+pub(crate) fn merge(ids: &[u32], merges: &Merges, scratch: &mut Scratch, out: &mut Vec<u32>) {
     if ids.len() < 2 {
         out.extend_from_slice(ids);
         return;
     }
-    let mut syms: Vec<Symbol> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, &id)| Symbol {
-            id,
-            prev: if i == 0 { NONE } else { i - 1 },
-            next: if i + 1 == ids.len() { NONE } else { i + 1 },
-            live: true,
-        })
-        .collect();
-    // (rank, left position, left id, right id): the ids detect staleness.
-    let mut heap: BinaryHeap<Reverse<(u32, usize, u32, u32)>> = BinaryHeap::new();
+    if let [a, b] = *ids {
+        match merges.get(&pair_key(a, b)) {
+            Some(m) => out.push(m.id),
+            None => out.extend_from_slice(ids),
+        }
+        return;
+    }
+    let Scratch { syms, heap } = scratch;
+    syms.clear();
+    heap.clear();
+    syms.extend(ids.iter().enumerate().map(|(i, &id)| Symbol {
+        id,
+        prev: if i == 0 { NONE } else { i - 1 },
+        next: if i + 1 == ids.len() { NONE } else { i + 1 },
+        live: true,
+    }));
     for (i, pair) in ids.windows(2).enumerate() {
         if let Some(m) = merges.get(&pair_key(pair[0], pair[1])) {
             heap.push(Reverse((m.rank, i, pair[0], pair[1])));

@@ -57,6 +57,7 @@
 mod bpe;
 mod bytelevel;
 mod error;
+mod hash;
 mod pretok;
 mod stream;
 
@@ -72,7 +73,11 @@ pub use error::TokenizerError;
 pub use pretok::Qwen2Splitter;
 pub use stream::StreamDecoder;
 
-use bpe::{pair_key, Merge, Merges};
+use bpe::{pair_key, Merge, Merges, Scratch};
+use hash::SeededState;
+
+/// The BPE cache: merged ids of recently seen pieces.
+type Cache = HashMap<Box<[u8]>, Box<[u32]>, SeededState>;
 
 /// Most tokens or merges a tokenizer may have: 64 times the largest real
 /// vocabularies (~260k), far below what ids (`u32`) can address; bounds the
@@ -82,7 +87,7 @@ pub const MAX_VOCAB: usize = 1 << 24;
 /// Pieces longer than this (in bytes) are merged without the cache: rare,
 /// and they would crowd it.
 const CACHE_MAX_PIECE: usize = 64;
-/// Cached pieces before the cache is emptied and refilled.
+/// Cached pieces before the cache is emptied and refilled, by default.
 const CACHE_CAPACITY: usize = 16_384;
 
 /// Text of control tokens that end a generated turn, besides the eos and
@@ -229,6 +234,14 @@ struct AddedMatcher {
     ids: Vec<u32>,
 }
 
+/// Buffers one `encode` call reuses across pieces.
+#[derive(Default)]
+struct PieceScratch {
+    /// The byte tokens of the piece being merged.
+    bytes: Vec<u32>,
+    bpe: Scratch,
+}
+
 /// A stretch of text between added tokens, or an added token.
 enum Part<'s> {
     Text(&'s str),
@@ -258,7 +271,9 @@ pub struct Tokenizer {
     /// Sorted ids that end generation.
     end_of_generation: Vec<u32>,
     /// Merged ids of recently seen pieces.
-    cache: Mutex<HashMap<Box<[u8]>, Box<[u32]>>>,
+    cache: Mutex<Cache>,
+    /// Pieces the cache holds before it is emptied; 0 disables it.
+    cache_capacity: usize,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -479,7 +494,8 @@ impl Tokenizer {
                 .ok_or(TokenizerError::MissingByte { byte: b })?;
         }
 
-        let mut merges: Merges = HashMap::with_capacity(merge_texts.len());
+        let mut merges: Merges =
+            HashMap::with_capacity_and_hasher(merge_texts.len(), SeededState::new());
         for (index, merge) in merge_texts.iter().enumerate() {
             let bad = || TokenizerError::BadMerge {
                 index,
@@ -585,8 +601,19 @@ impl Tokenizer {
             eot,
             pad,
             end_of_generation,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(HashMap::with_hasher(SeededState::new())),
+            cache_capacity: CACHE_CAPACITY,
         })
+    }
+
+    /// Sets how many pieces the BPE cache holds before it is emptied
+    /// (16384 by default, a few megabytes at most; 0 disables it). The
+    /// cache changes speed only, never ids.
+    pub fn set_cache_capacity(&mut self, capacity: usize) {
+        self.cache_capacity = capacity;
+        if let Ok(cache) = self.cache.get_mut() {
+            cache.clear();
+        }
     }
 
     /// The number of tokens (ids are `0..vocab_size`).
@@ -695,7 +722,7 @@ impl Tokenizer {
     /// Never adds a BOS token (Qwen3 uses none).
     pub fn encode(&self, text: &str, special: bool) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
-        let mut scratch = Vec::new();
+        let mut scratch = PieceScratch::default();
         self.split_added(text, special, |part| match part {
             Part::Text(stretch) => self.encode_stretch(stretch, &mut scratch, &mut out),
             Part::Added(id, _) => out.push(id),
@@ -705,7 +732,7 @@ impl Tokenizer {
 
     /// Normalizes, pre-tokenizes and merges one stretch without added
     /// tokens.
-    fn encode_stretch(&self, stretch: &str, scratch: &mut Vec<u32>, out: &mut Vec<u32>) {
+    fn encode_stretch(&self, stretch: &str, scratch: &mut PieceScratch, out: &mut Vec<u32>) {
         if stretch.is_empty() {
             return;
         }
@@ -716,7 +743,11 @@ impl Tokenizer {
             normalized = stretch.nfc().collect::<String>();
             normalized.as_str()
         };
-        let mut cache = self.cache.try_lock().ok();
+        let mut cache = if self.cache_capacity == 0 {
+            None
+        } else {
+            self.cache.try_lock().ok()
+        };
         match self.pre {
             PreTokenizer::Qwen2 => {
                 for piece in Qwen2Splitter::new(text) {
@@ -730,9 +761,9 @@ impl Tokenizer {
     fn encode_piece(
         &self,
         piece: &[u8],
-        scratch: &mut Vec<u32>,
+        scratch: &mut PieceScratch,
         out: &mut Vec<u32>,
-        cache: Option<&mut HashMap<Box<[u8]>, Box<[u32]>>>,
+        cache: Option<&mut Cache>,
     ) {
         if let [b] = piece {
             out.push(self.byte_ids[usize::from(*b)]);
@@ -743,12 +774,14 @@ impl Tokenizer {
             out.extend_from_slice(hit);
             return;
         }
-        scratch.clear();
-        scratch.extend(piece.iter().map(|&b| self.byte_ids[usize::from(b)]));
+        scratch.bytes.clear();
+        scratch
+            .bytes
+            .extend(piece.iter().map(|&b| self.byte_ids[usize::from(b)]));
         let start = out.len();
-        bpe::merge(scratch, &self.merges, out);
+        bpe::merge(&scratch.bytes, &self.merges, &mut scratch.bpe, out);
         if let Some(cache) = cache {
-            if cache.len() >= CACHE_CAPACITY {
+            if cache.len() >= self.cache_capacity {
                 cache.clear();
             }
             let ids = out.get(start..).unwrap_or_default();
