@@ -7,15 +7,18 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 
 use half::f16;
 
 use super::error::WriteError;
+use super::parse::{alignment_ok, key_problem};
 use super::reader::Gguf;
 use super::types::GgmlType;
 use super::value::{Array, Value};
-use super::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+use super::{
+    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+};
 use crate::quant::BlockQ8_0;
 
 struct PendingTensor<'a> {
@@ -122,17 +125,20 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     ///
-    /// [`WriteError::BadAlignment`] unless `alignment` is a nonzero power of
-    /// two; [`WriteError::DuplicateKey`] if the alignment was already set.
+    /// [`WriteError::BadAlignment`] unless `alignment` is a power of two and
+    /// a multiple of 8; [`WriteError::DuplicateKey`] if the alignment was
+    /// already set.
     pub fn alignment(&mut self, alignment: u32) -> Result<&mut Self, WriteError> {
         self.add(ALIGNMENT_KEY, Value::U32(alignment))
     }
 
     /// Adds a metadata key. `general.alignment` must be a `u32` power of two
-    /// and sets the data alignment.
+    /// and a multiple of 8, and sets the data alignment.
     ///
     /// # Errors
     ///
+    /// [`WriteError::InvalidKey`] for a key the reader would refuse (see
+    /// [`GgufError::InvalidKey`](super::GgufError::InvalidKey)),
     /// [`WriteError::DuplicateKey`], [`WriteError::BadAlignment`], or
     /// [`WriteError::NestingTooDeep`] for an array the reader would refuse.
     pub fn add(&mut self, key: &str, value: Value) -> Result<&mut Self, WriteError> {
@@ -141,9 +147,15 @@ impl<'a> Writer<'a> {
                 key: key.to_owned(),
             });
         }
+        if let Some(reason) = key_problem(key) {
+            return Err(WriteError::InvalidKey {
+                key: key.to_owned(),
+                reason,
+            });
+        }
         if key == ALIGNMENT_KEY {
             match value {
-                Value::U32(v) if v.is_power_of_two() => self.alignment = u64::from(v),
+                Value::U32(v) if alignment_ok(v) => self.alignment = u64::from(v),
                 Value::U32(v) => return Err(WriteError::BadAlignment { value: v }),
                 _ => return Err(WriteError::BadAlignment { value: 0 }),
             }
@@ -190,6 +202,7 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     ///
+    /// [`WriteError::TensorNameTooLong`] (over 64 bytes),
     /// [`WriteError::DuplicateTensor`], [`WriteError::BadShape`] (not 1 to 4
     /// nonzero dimensions), [`WriteError::BadSize`] (first dimension not a
     /// whole number of blocks, or overflow), [`WriteError::DataLength`].
@@ -200,6 +213,11 @@ impl<'a> Writer<'a> {
         dims: &[u64],
         data: impl Into<Cow<'a, [u8]>>,
     ) -> Result<&mut Self, WriteError> {
+        if name.len() > MAX_TENSOR_NAME_LEN {
+            return Err(WriteError::TensorNameTooLong {
+                tensor: name.to_owned(),
+            });
+        }
         if self.names.contains(name) {
             return Err(WriteError::DuplicateTensor {
                 tensor: name.to_owned(),
@@ -314,12 +332,17 @@ impl<'a> Writer<'a> {
         }
         let mut written = head.len() as u64;
         out.write_all(&head)?;
-        // Padding is streamed from `repeat(0)`: the alignment can be as
-        // large as 2^31, and no buffer may be sized from it.
+        // Padding is written from one fixed block of zeros: the alignment
+        // can be as large as 2^31, and no buffer may be sized from it.
+        const ZEROS: [u8; 4096] = [0; 4096];
         let pad = |out: &mut dyn Write, written: &mut u64| -> std::io::Result<()> {
-            let n = written.next_multiple_of(self.alignment) - *written;
-            std::io::copy(&mut std::io::repeat(0).take(n), out)?;
-            *written += n;
+            let mut n = written.next_multiple_of(self.alignment) - *written;
+            while n > 0 {
+                let k = n.min(ZEROS.len() as u64);
+                out.write_all(&ZEROS[..k as usize])?;
+                n -= k;
+            }
+            *written = written.next_multiple_of(self.alignment);
             Ok(())
         };
         if !self.tensors.is_empty() {
