@@ -11,6 +11,11 @@
 //!   so memory and time stay linear in the file's length whatever it claims;
 //! * strings are UTF-8, bools are 0 or 1, arrays nest at most
 //!   [`MAX_ARRAY_DEPTH`] deep, keys and tensor names are unique;
+//! * keys follow the specification's rules (ASCII, dot-separated
+//!   lower-case segments, at most [`MAX_KEY_LEN`] bytes), tensor names are
+//!   at most [`MAX_TENSOR_NAME_LEN`] bytes, `general.alignment` is a power
+//!   of two and a multiple of [`MIN_ALIGNMENT`], and the padding before the
+//!   data section is zeros;
 //! * tensors have 1 to [`MAX_DIMS`] nonzero dimensions of a known GGML
 //!   type, sizes that fit in `u64` and `usize`, a first dimension made of
 //!   whole blocks, an offset aligned to `general.alignment`, and data inside
