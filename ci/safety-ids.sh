@@ -4,7 +4,8 @@
 #   checked by `cargo test --test unsafe_fence`, which strips strings);
 # - every `unsafe {` block and `unsafe impl` there carries a `SAFETY: [ID]`;
 # - every cited ID is listed in SAFETY.md (as a `### [ID]` heading);
-# - every listed ID is cited somewhere and has a "Checked by" line.
+# - every listed ID is cited somewhere and has a "Checked by" line;
+# - every test, model, module and file a "Checked by" line names exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -45,5 +46,69 @@ for id in $listed; do
   grep -q 'Checked by' <<<"$entry" || { echo "SAFETY.md entry [$id] names no check"; fail=1; }
 done
 
+# 4. Every check an entry names exists: in each "Checked by" paragraph,
+#    `file.rs` must exist, `file.rs::[mod::]name` and the `::name` or bare
+#    `snake_case_name` items that follow it must be a `fn` (a test or a loom
+#    model) or `mod` in that file, `crate_mod::path::name` must resolve under
+#    src/, and `Type::method` must name a type and a method in src/.
+has_item() { # file name -> whether `fn name` or `mod name` is in file
+  grep -qE "(fn|mod)[[:space:]]+$2([^a-zA-Z0-9_]|\$)" "$1"
+}
+check_name() { # what file name
+  if [ ! -f "$2" ]; then
+    echo "SAFETY.md: $1 cites \`$2\`, which does not exist"; fail=1
+  elif ! has_item "$2" "$3"; then
+    echo "SAFETY.md: $1 cites \`$3\`, which $2 does not define"; fail=1
+  else
+    checked=$((checked + 1))
+  fi
+}
+checked=0
+while IFS= read -r id; do
+  entry=$(awk -v id="### [$id]" 'index($0, id) == 1 {on=1; next} /^##/ {on=0} on' SAFETY.md \
+          | awk '/Checked by/ {on=1} on && /^$/ {on=0} on')
+  file=""
+  while IFS= read -r tok; do
+    tok=${tok//\`/}
+    case "$tok" in
+      *.rs::*)
+        file=${tok%%::*}; check_name "[$id]" "$file" "${tok##*::}" ;;
+      *.rs|*.sh|*.md)
+        if [ -f "$tok" ]; then checked=$((checked + 1)); else
+          echo "SAFETY.md: [$id] cites \`$tok\`, which does not exist"; fail=1; fi
+        case "$tok" in *.rs) file=$tok ;; esac ;;
+      ::*)
+        check_name "[$id]" "${file:-?}" "${tok#::}" ;;
+      [A-Z]*::*)
+        ty=${tok%%::*}; method=${tok##*::}
+        if grep -rqE "(struct|enum|trait)[[:space:]]+$ty\b" src \
+           && grep -rqE "fn[[:space:]]+$method\b" src; then checked=$((checked + 1)); else
+          echo "SAFETY.md: [$id] cites \`$tok\`, not found in src/"; fail=1; fi ;;
+      [a-z]*::*)
+        # A module path from the crate root: the longest prefix that is a
+        # file under src/, then items inside it.
+        IFS=: read -ra segs <<<"${tok//::/:}"
+        found=""
+        for ((k = ${#segs[@]}; k >= 1; k--)); do
+          base="src/$(IFS=/; echo "${segs[*]:0:k}")"
+          for cand in "$base.rs" "$base/mod.rs"; do
+            if [ -z "$found" ] && [ -f "$cand" ]; then found=$cand; rest=("${segs[@]:k}"); fi
+          done
+        done
+        if [ -z "$found" ]; then
+          echo "SAFETY.md: [$id] cites \`$tok\`, no such module under src/"; fail=1
+        else
+          for item in "${rest[@]}"; do check_name "[$id]" "$found" "$item"; done
+        fi ;;
+      compile_fail) ;;
+      *)
+        if [[ "$tok" =~ ^[a-z][a-z0-9]*(_[a-z0-9]+)+$ ]]; then
+          if [ -n "$file" ]; then check_name "[$id]" "$file" "$tok"; else
+            echo "SAFETY.md: [$id] cites \`$tok\` before naming its file"; fail=1; fi
+        fi ;;
+    esac
+  done < <(grep -oE '`[^`]+`' <<<"$entry")
+done <<<"$listed"
+
 if [ "$fail" -ne 0 ]; then exit 1; fi
-echo "safety-ids: $(wc -w <<<"$cited") IDs cited and listed, all with checks; no unsafe outside src/unsafe_core"
+echo "safety-ids: $(wc -w <<<"$cited") IDs cited and listed, all with checks ($checked cited tests, models and files exist); no unsafe outside src/unsafe_core"

@@ -72,7 +72,7 @@ fn seeds() -> Result<Vec<Seed>, Box<dyn std::error::Error>> {
         .add_tensor_f32("output_norm.weight", &[32], &norm)?;
     out.push(("tiny_model".into(), model.to_bytes()?));
 
-    for (i, alignment) in [1u32, 8, 64].into_iter().enumerate() {
+    for (i, alignment) in [8u32, 64, 4096].into_iter().enumerate() {
         let mut w = Writer::new();
         w.alignment(alignment)?
             .add_tensor_f32("a", &[3], &norm[..3])?

@@ -1,19 +1,20 @@
 //! The reader against a file written by the reference Python `gguf` package
-//! (`shared/fixtures/qwen3-tiny-s7.gguf`, beside the repository).
+//! (`tests/fixtures/qwen3-tiny-s7.gguf`, committed with the crate). A missing
+//! fixture is a failure, not a skip: these tests are the only check of the
+//! reader against bytes this crate did not write.
 
 use std::path::PathBuf;
 
 use inferno_cpu::gguf::{GgmlType, Gguf, GgufFile};
 
-fn fixture() -> Option<PathBuf> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/qwen3-tiny-s7.gguf");
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!("skipping: fixture {} not found", path.display());
-        None
-    }
+fn fixture() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen3-tiny-s7.gguf");
+    assert!(
+        path.is_file(),
+        "fixture {} is missing (it is part of the repository)",
+        path.display()
+    );
+    path
 }
 
 fn check_known_facts(gguf: &Gguf<'_>) {
@@ -85,7 +86,7 @@ fn check_known_facts(gguf: &Gguf<'_>) {
 
 #[test]
 fn fixture_parses_from_slice_map_and_read() {
-    let Some(path) = fixture() else { return };
+    let path = fixture();
     let bytes = std::fs::read(&path).unwrap();
     // A `Vec<u8>` may not be 4-byte aligned; check the facts that do not
     // need an f32 view on it through the owning types below.
@@ -106,7 +107,7 @@ fn fixture_parses_from_slice_map_and_read() {
 fn writer_reproduces_the_reference_file_byte_for_byte() {
     // The reference writer and ours agree on every byte of layout: header,
     // metadata encoding, tensor offsets, and padding.
-    let Some(path) = fixture() else { return };
+    let path = fixture();
     let file = GgufFile::read(&path).unwrap();
     let rewritten = inferno_cpu::gguf::Writer::from_gguf(&file.gguf())
         .unwrap()

@@ -1,13 +1,54 @@
 //! A 64 KB file claiming 2^60 tensors (and as many keys) is refused before
 //! anything is allocated for those counts, and a huge (legal) alignment
-//! costs the writer no buffer of that size.
+//! costs the writer no buffer of that size, even when it pads a tensor.
 //!
 //! This binary holds a single test so nothing else runs while it reads the
 //! process's peak virtual memory (`VmPeak`, Linux): a `Vec` sized from the
 //! claimed count would reserve gigabytes of address space even if it were
 //! never touched, and show up there.
 
-use inferno_cpu::gguf::{Gguf, GgufError, Writer};
+use std::io::Write;
+
+use inferno_cpu::gguf::{GgmlType, Gguf, GgufError, Writer};
+
+/// A sink that counts bytes and records where the data byte `0x5a` lands
+/// past the first 4 KiB (the header), looking at every byte it is given.
+#[derive(Default)]
+struct Counting {
+    len: u64,
+    /// End of the last nonzero byte within the first 4 KiB.
+    nonzero_before: u64,
+    /// `(position, byte)` of every nonzero byte past the first 4 KiB.
+    marks: Vec<(u64, u8)>,
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let buf = std::hint::black_box(buf);
+        let mut at = self.len;
+        // Whole zero chunks are one `memcmp`; 4 GiB pass through here.
+        for chunk in buf.chunks(ZEROS.len()) {
+            if chunk != &ZEROS[..chunk.len()] {
+                for (i, &b) in chunk.iter().enumerate() {
+                    let pos = at + i as u64;
+                    match (b, pos < 4096) {
+                        (0, _) => {}
+                        (_, true) => self.nonzero_before = pos + 1,
+                        (_, false) => self.marks.push((pos, b)),
+                    }
+                }
+            }
+            at += chunk.len() as u64;
+        }
+        self.len = at;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Peak virtual memory of this process in KiB, where the OS reports it.
 fn vm_peak_kib() -> Option<u64> {
@@ -65,6 +106,22 @@ fn huge_counts_fail_without_allocating() {
         .to_bytes()
         .unwrap();
     assert_eq!(copy, bytes);
+
+    // The same alignment with a tensor, so padding is written twice: from
+    // the end of the header to 2^31, and from the tensor's one byte to 2^32.
+    // The sink sees every buffer (through `black_box`, so no write can be
+    // optimised away) and records where the nonzero bytes land.
+    let mut w = Writer::new();
+    w.alignment(1 << 31)
+        .unwrap()
+        .add_tensor("t", GgmlType::I8, &[1], &[0x5a_u8][..])
+        .unwrap();
+    let mut sink = Counting::default();
+    let written = w.write_to(&mut sink).unwrap();
+    assert_eq!((written, sink.len), (1 << 32, 1 << 32));
+    let header_len = bytes.len() as u64 + 8 + 1 + 4 + 8 + 4 + 8;
+    assert!(sink.nonzero_before < header_len, "{}", sink.nonzero_before);
+    assert_eq!(sink.marks, [(1u64 << 31, 0x5a)]);
 
     // A `Vec` sized from any of those numbers would have reserved gigabytes.
     match (before, vm_peak_kib()) {

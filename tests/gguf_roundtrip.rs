@@ -69,7 +69,7 @@ proptest! {
     fn write_then_read_is_identity(
         kvs in prop::collection::vec(value(), 0..8),
         tensors in prop::collection::vec(tensor(), 0..5),
-        shift in prop::option::of(0u32..8),
+        shift in prop::option::of(3u32..12),
         v2 in any::<bool>(),
     ) {
         let mut w = Writer::new();

@@ -76,7 +76,10 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 proptest! {
-    #![proptest_config(Config::with_cases(24))]
+    // 64 cases each; every case is bounded by MAX_WEIGHTS (or 300 rows of
+    // at most 512 columns, times 8 batch rows), so the file stays within
+    // seconds in a debug build.
+    #![proptest_config(Config::with_cases(64))]
 
     #[test]
     fn q8_pool_equals_single(
@@ -145,17 +148,25 @@ proptest! {
         let mut xs = QuantizedBatch::new();
         xs.quantize_from(&xf, cols).unwrap();
 
+        // The reference: one matvec per batch row (the kernel's row loop,
+        // not the matmul's dot-per-row loop).
+        let mut want = vec![f32::NAN; m * rows];
+        let mut x = QuantizedVector::new();
+        for (i, out) in want.chunks_mut(rows).enumerate() {
+            x.quantize_from(&xf[i * cols..(i + 1) * cols]).unwrap();
+            matvec_q8_0(&w, &x, out).unwrap();
+        }
+        // Both matmuls against it, each on its own: below
+        // MATMUL_PAR_MIN_ROWS batch rows the rayon one is the sequential
+        // one, so comparing the two with each other would prove nothing.
         let mut seq = vec![f32::NAN; m * rows];
         matmul_q8_0(&w, &xs, &mut seq).unwrap();
         let mut par = vec![f32::NAN; m * rows];
         rayon_pool(threads).install(|| matmul_q8_0_rayon(&w, &xs, &mut par)).unwrap();
-        prop_assert_eq!(bits(&seq), bits(&par));
-        let mut x = QuantizedVector::new();
-        let mut one = vec![f32::NAN; rows];
         for i in 0..m {
-            x.quantize_from(&xf[i * cols..(i + 1) * cols]).unwrap();
-            matvec_q8_0(&w, &x, &mut one).unwrap();
-            prop_assert_eq!(bits(&one), bits(&seq[i * rows..(i + 1) * rows]), "batch row {}", i);
+            let r = i * rows..(i + 1) * rows;
+            prop_assert_eq!(bits(&want[r.clone()]), bits(&seq[r.clone()]), "matmul, batch row {}", i);
+            prop_assert_eq!(bits(&want[r.clone()]), bits(&par[r]), "rayon matmul, batch row {}", i);
         }
     }
 }

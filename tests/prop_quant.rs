@@ -1,11 +1,18 @@
 //! Q8_0 quantization against GGML's reference, and every SIMD dot kernel
 //! against its scalar twin.
 //!
-//! The kernel suites run once per instruction set; a set this CPU lacks is
-//! skipped with a note on stderr (printed past the test harness's capture),
-//! never passed vacuously.
+//! The kernel suites run once per instruction set. This file has its own
+//! small test runner (`harness = false` in Cargo.toml, see [`main`]) so that
+//! a suite whose instruction set this CPU lacks is reported as *ignored,
+//! with the reason*, in the test summary, instead of passing without
+//! checking anything; the runner ends with a line naming the kernels that
+//! were exercised, which `ci/test.sh` compares with the CPU's flags.
 
 use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use half::f16;
 use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
@@ -15,7 +22,21 @@ use inferno_cpu::quant::{
     BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+
+/// `cases` cases, with failures saved to and replayed from
+/// `tests/prop_quant.proptest-regressions` (proptest cannot find the
+/// source file by itself outside `#[test]` functions; tests run from the
+/// package root).
+fn config(cases: u32) -> Config {
+    Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/prop_quant.proptest-regressions",
+        ))),
+        ..Config::default()
+    }
+}
 
 /// GGML's `quantize_row_q8_0_ref`, transcribed line by line from C. Where
 /// C converts a NaN or infinite float to `int8_t` (undefined behaviour) it
@@ -83,11 +104,8 @@ fn same_block(got: &BlockQ8_0, want: &(u16, [i8; 32])) -> bool {
     d_ok && got.qs == want.1
 }
 
-proptest! {
-    #![proptest_config(Config::with_cases(256))]
-
-    #[test]
-    fn quantize_matches_ggml_reference(x in prop::collection::vec(edgy_f32(), 0..=4 * 32)) {
+fn quantize_matches_ggml_reference() {
+    proptest!(config(256), |(x in prop::collection::vec(edgy_f32(), 0..=4 * 32))| {
         let x = &x[..x.len() / 32 * 32];
         let got = quantize_row_q8_0(x).unwrap();
         let want = ggml_reference(x);
@@ -106,15 +124,11 @@ proptest! {
                 prop_assert!((i16::from(*a) - i16::from(*b)).abs() <= 1);
             }
         }
-    }
+    });
+}
 
-    #[test]
-    fn quantize_rounds_exact_halves_like_ggml(
-        halves in prop::collection::vec(-254i32..=254, 32),
-        at in 0usize..32,
-        neg in any::<bool>(),
-        scale in prop::sample::select(vec![1.0f32, 0.5, 2.0, 0.25, 1024.0]),
-    ) {
+fn quantize_rounds_exact_halves_like_ggml() {
+    proptest!(config(256), |(halves in prop::collection::vec(-254i32..=254, 32), at in 0usize..32, neg in any::<bool>(), scale in prop::sample::select(vec![1.0f32, 0.5, 2.0, 0.25, 1024.0]))| {
         // One element at +-127 * scale makes id = 1 / scale exactly, so the
         // others land exactly on k / 2: every tie of the rounding rule.
         let mut x: Vec<f32> = halves.iter().map(|&h| h as f32 / 2.0 * scale).collect();
@@ -122,10 +136,11 @@ proptest! {
         let got = quantize_row_q8_0(&x).unwrap();
         let want = ggml_reference(&x);
         prop_assert!(same_block(&got[0], &want[0]), "got {:?}, want {:?}", got[0], want[0]);
-    }
+    });
+}
 
-    #[test]
-    fn partial_blocks_are_errors(len in 0usize..300) {
+fn partial_blocks_are_errors() {
+    proptest!(config(256), |(len in 0usize..300)| {
         let x = vec![1.0f32; len];
         let r = quantize_row_q8_0(&x);
         if len % 32 == 0 {
@@ -133,10 +148,11 @@ proptest! {
         } else {
             prop_assert_eq!(r, Err(QuantError::LengthNotMultiple { len }));
         }
-    }
+    });
+}
 
-    #[test]
-    fn dequantize_is_within_half_a_step(x in prop::collection::vec(-1e4f32..1e4, 32..=32 * 4)) {
+fn dequantize_is_within_half_a_step() {
+    proptest!(config(256), |(x in prop::collection::vec(-1e4f32..1e4, 32..=32 * 4))| {
         let x = &x[..x.len() / 32 * 32];
         let blocks = quantize_row_q8_0(x).unwrap();
         let y = dequantize_row_q8_0(&blocks);
@@ -150,10 +166,9 @@ proptest! {
                 prop_assert!((f64::from(a) - f64::from(b)).abs() <= tol * (1.0 + 1e-6));
             }
         }
-    }
+    });
 }
 
-#[test]
 fn edge_values() {
     let q = |x: [f32; 32]| {
         let b = quantize_row_q8_0(&x).unwrap()[0];
@@ -259,20 +274,12 @@ fn dot_operands(max_nb: usize) -> impl Strategy<Value = (Vec<BlockQ8_0>, Quantiz
     })
 }
 
-/// Prints past libtest's output capture, so a skip is visible in a normal
-/// `cargo test` run.
-fn note(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "note: {msg}");
-}
-
-/// Runs `body` as a property test if the CPU has `kernel`; otherwise prints
-/// a note and returns without claiming anything was checked.
-fn on_kernel(kernel: Kernel, test: &str, body: impl FnOnce(&mut TestRunner)) {
-    if !kernel.is_available() {
-        note(&format!("{test}: skipped, this CPU lacks {kernel:?}"));
-        return;
-    }
-    body(&mut TestRunner::new(Config::with_cases(64)));
+/// Runs `body` as a property test of `kernel`. The runner ([`main`])
+/// reports a kernel this CPU lacks as ignored before calling this; run
+/// anyway (`--include-ignored`), the kernel call fails with
+/// `KernelError::Unavailable` and so does the test.
+fn on_kernel(_kernel: Kernel, _test: &str, body: impl FnOnce(&mut TestRunner)) {
+    body(&mut TestRunner::new(config(64)));
 }
 
 fn dot_matches_scalar(kernel: Kernel, test: &str) {
@@ -344,12 +351,11 @@ fn f32_dot_matches_scalar(kernel: Kernel, test: &str) {
     });
 }
 
-#[test]
 fn scalar_dot_is_within_bound_of_exact() {
     // The scalar kernel against the exact value: every term
     // d_w * d_x * isum is exact in f64 (22 + 20 significant bits), so the
     // f64 sum is far closer to the truth than the f32 bound.
-    let mut runner = TestRunner::new(Config::with_cases(128));
+    let mut runner = TestRunner::new(config(128));
     runner
         .run(&dot_operands(40), |(w, x)| {
             let xb = x.to_blocks();
@@ -396,32 +402,26 @@ fn quantize_matches_scalar(kernel: Kernel, test: &str) {
     });
 }
 
-#[test]
 fn avx2_quantize_matches_scalar() {
     quantize_matches_scalar(Kernel::Avx2, "avx2_quantize_matches_scalar");
 }
 
-#[test]
 fn avx2_dot_matches_scalar() {
     dot_matches_scalar(Kernel::Avx2, "avx2_dot_matches_scalar");
 }
 
-#[test]
 fn avx2_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Avx2, "avx2_matvec_matches_dot");
 }
 
-#[test]
 fn avx2_f32_dot_matches_scalar() {
     f32_dot_matches_scalar(Kernel::Avx2, "avx2_f32_dot_matches_scalar");
 }
 
-#[test]
 fn avx512vnni_dot_matches_scalar() {
     dot_matches_scalar(Kernel::Avx512Vnni, "avx512vnni_dot_matches_scalar");
 }
 
-#[test]
 fn avx512vnni_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Avx512Vnni, "avx512vnni_matvec_matches_dot");
 }
@@ -439,52 +439,42 @@ fn equals_avx2_bit_for_bit(kernel: Kernel, test: &str) {
     });
 }
 
-#[test]
 fn avx512vnni_equals_avx2_bit_for_bit() {
     equals_avx2_bit_for_bit(Kernel::Avx512Vnni, "avx512vnni_equals_avx2_bit_for_bit");
 }
 
-#[test]
 fn avxvnni_dot_matches_scalar() {
     dot_matches_scalar(Kernel::AvxVnni, "avxvnni_dot_matches_scalar");
 }
 
-#[test]
 fn avxvnni_matvec_matches_dot() {
     matvec_matches_dot(Kernel::AvxVnni, "avxvnni_matvec_matches_dot");
 }
 
-#[test]
 fn avxvnni_equals_avx2_bit_for_bit() {
     equals_avx2_bit_for_bit(Kernel::AvxVnni, "avxvnni_equals_avx2_bit_for_bit");
 }
 
-#[test]
 fn neon_dot_matches_scalar() {
     dot_matches_scalar(Kernel::Neon, "neon_dot_matches_scalar");
 }
 
-#[test]
 fn neon_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Neon, "neon_matvec_matches_dot");
 }
 
-#[test]
 fn neon_f32_dot_matches_scalar() {
     f32_dot_matches_scalar(Kernel::Neon, "neon_f32_dot_matches_scalar");
 }
 
-#[test]
 fn neon_dot_dot_matches_scalar() {
     dot_matches_scalar(Kernel::NeonDot, "neon_dot_dot_matches_scalar");
 }
 
-#[test]
 fn neon_dot_matvec_matches_dot() {
     matvec_matches_dot(Kernel::NeonDot, "neon_dot_matvec_matches_dot");
 }
 
-#[test]
 fn neon_dot_f32_dot_matches_scalar() {
     f32_dot_matches_scalar(Kernel::NeonDot, "neon_dot_f32_dot_matches_scalar");
 }
@@ -492,7 +482,6 @@ fn neon_dot_f32_dot_matches_scalar() {
 /// `sdot` with interleaved byte pairs builds the plain NEON kernel's lanes,
 /// so the two agree bit for bit (every byte value, -128 included, in the
 /// weights and every quantized activation byte).
-#[test]
 fn neon_dot_equals_neon_bit_for_bit() {
     let test = "neon_dot_equals_neon_bit_for_bit";
     on_kernel(Kernel::NeonDot, test, |runner| {
@@ -507,12 +496,10 @@ fn neon_dot_equals_neon_bit_for_bit() {
     });
 }
 
-#[test]
 fn scalar_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Scalar, "scalar_matvec_matches_dot");
 }
 
-#[test]
 fn unavailable_kernels_are_errors() {
     for k in Kernel::ALL {
         if !k.is_available() {
@@ -521,4 +508,175 @@ fn unavailable_kernels_are_errors() {
         }
     }
     assert!(Kernel::selected().is_available());
+}
+
+/// One test of this file: its name, the kernel it needs (reported as
+/// ignored where the CPU lacks it), and its body.
+struct Trial {
+    name: &'static str,
+    kernel: Option<Kernel>,
+    body: fn(),
+}
+
+macro_rules! trials {
+    ($( $name:ident $(on $kernel:ident)? ),* $(,)?) => {
+        vec![$(Trial {
+            name: stringify!($name),
+            kernel: None $(.or(Some(Kernel::$kernel)))?,
+            body: $name,
+        }),*]
+    };
+}
+
+fn all_trials() -> Vec<Trial> {
+    trials![
+        quantize_matches_ggml_reference,
+        quantize_rounds_exact_halves_like_ggml,
+        partial_blocks_are_errors,
+        dequantize_is_within_half_a_step,
+        edge_values,
+        scalar_dot_is_within_bound_of_exact,
+        scalar_matvec_matches_dot on Scalar,
+        unavailable_kernels_are_errors,
+        avx2_quantize_matches_scalar on Avx2,
+        avx2_dot_matches_scalar on Avx2,
+        avx2_matvec_matches_dot on Avx2,
+        avx2_f32_dot_matches_scalar on Avx2,
+        avx512vnni_dot_matches_scalar on Avx512Vnni,
+        avx512vnni_matvec_matches_dot on Avx512Vnni,
+        avx512vnni_equals_avx2_bit_for_bit on Avx512Vnni,
+        avxvnni_dot_matches_scalar on AvxVnni,
+        avxvnni_matvec_matches_dot on AvxVnni,
+        avxvnni_equals_avx2_bit_for_bit on AvxVnni,
+        neon_dot_matches_scalar on Neon,
+        neon_matvec_matches_dot on Neon,
+        neon_f32_dot_matches_scalar on Neon,
+        neon_dot_dot_matches_scalar on NeonDot,
+        neon_dot_matvec_matches_dot on NeonDot,
+        neon_dot_f32_dot_matches_scalar on NeonDot,
+        neon_dot_equals_neon_bit_for_bit on NeonDot,
+    ]
+}
+
+enum Outcome {
+    Passed,
+    Failed,
+    Ignored(String),
+}
+
+/// A libtest-like runner: takes name filters, `--exact`, `--skip NAME`,
+/// `--list`, `--ignored`, `--include-ignored` and `--test-threads N`
+/// (other libtest flags are accepted and ignored), prints `test NAME ...
+/// ok|FAILED|ignored, REASON` and libtest's summary line, then
+/// `kernels exercised: ...` and `kernels not on this CPU: ...`.
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (mut filters, mut skips) = (Vec::new(), Vec::new());
+    let (mut exact, mut list, mut only_ignored, mut include_ignored) = (false, false, false, false);
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--exact" => exact = true,
+            "--list" => list = true,
+            "--ignored" => only_ignored = true,
+            "--include-ignored" => include_ignored = true,
+            "--skip" => skips.extend(args.next()),
+            "--test-threads" => threads = args.next().and_then(|n| n.parse().ok()).unwrap_or(1),
+            "--format" | "--color" | "--logfile" | "-Z" => drop(args.next()),
+            a if a.starts_with("--test-threads=") => {
+                threads = a["--test-threads=".len()..].parse().unwrap_or(1);
+            }
+            a if a.starts_with('-') => {}
+            a => filters.push(a.to_owned()),
+        }
+    }
+    let all = all_trials();
+    let total = all.len();
+    let chosen: Vec<Trial> = all
+        .into_iter()
+        .filter(|t| {
+            let hit = |f: &String| {
+                if exact {
+                    t.name == f
+                } else {
+                    t.name.contains(f.as_str())
+                }
+            };
+            (filters.is_empty() || filters.iter().any(hit)) && !skips.iter().any(hit)
+        })
+        .collect();
+    if list {
+        for t in &chosen {
+            println!("{}: test", t.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filtered_out = total - chosen.len();
+    println!("\nrunning {} tests", chosen.len());
+    let started = Instant::now();
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, chosen.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(t) = chosen.get(i) else { break };
+                let lacking = t.kernel.filter(|k| !k.is_available());
+                let outcome = match lacking {
+                    Some(k) if !include_ignored => Outcome::Ignored(format!("CPU lacks {k:?}")),
+                    _ if only_ignored && lacking.is_none() => continue,
+                    _ => match std::panic::catch_unwind(t.body) {
+                        Ok(()) => Outcome::Passed,
+                        Err(_) => Outcome::Failed,
+                    },
+                };
+                let line = match &outcome {
+                    Outcome::Passed => format!("test {} ... ok", t.name),
+                    Outcome::Failed => format!("test {} ... FAILED", t.name),
+                    Outcome::Ignored(why) => format!("test {} ... ignored, {why}", t.name),
+                };
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                outcomes.lock().unwrap().push((i, outcome));
+            });
+        }
+    });
+    let outcomes = outcomes.into_inner().unwrap();
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
+    let passed = count(|o| matches!(o, Outcome::Passed));
+    let failed = count(|o| matches!(o, Outcome::Failed));
+    let ignored = count(|o| matches!(o, Outcome::Ignored(_)));
+    if failed > 0 {
+        println!("\nfailures:");
+        for (i, o) in &outcomes {
+            if matches!(o, Outcome::Failed) {
+                println!("    {}", chosen[*i].name);
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; \
+         {filtered_out} filtered out; finished in {:.2}s",
+        if failed == 0 { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    // A kernel counts as exercised when at least one of its suites ran and
+    // passed here; the lists are in `Kernel::ALL` order.
+    let (mut exercised, mut lacking) = (Vec::new(), Vec::new());
+    for k in Kernel::ALL {
+        let ran = outcomes
+            .iter()
+            .any(|(i, o)| chosen[*i].kernel == Some(k) && matches!(o, Outcome::Passed));
+        if ran {
+            exercised.push(format!("{k:?}"));
+        } else if !k.is_available() {
+            lacking.push(format!("{k:?}"));
+        }
+    }
+    println!("kernels exercised: {}", exercised.join(" "));
+    println!("kernels not on this CPU: {}\n", lacking.join(" "));
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(101)
+    }
 }

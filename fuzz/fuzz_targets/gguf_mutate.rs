@@ -48,11 +48,22 @@ fn build(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
         w.version(2);
     }
     if u.arbitrary()? {
-        let shift = u.int_in_range(0..=8u32)?;
+        let shift = u.int_in_range(3..=12u32)?;
         w.alignment(1 << shift).expect("power of two");
     }
     for i in 0..u.int_in_range(0..=6usize)? {
-        let key = format!("k{i}.{}", u.arbitrary::<&str>()?);
+        // Mostly valid keys (lower-case ASCII segments); sometimes any
+        // string, which the writer refuses like the reader would.
+        let tail: &str = u.arbitrary()?;
+        let key = if u.arbitrary()? {
+            format!("k{i}.{tail}")
+        } else {
+            let seg: String = tail
+                .bytes()
+                .map(|b| b"abcdefghijklmnopqrstuvwxyz0123456789_-"[usize::from(b) % 38] as char)
+                .collect();
+            format!("k{i}.x{seg}")
+        };
         let _ = w.add(&key, value(u, 0)?);
     }
     let mut datas = Vec::new();

@@ -103,6 +103,18 @@ pub enum GgufError {
         /// The limit.
         limit: usize,
     },
+    /// A key that breaks the specification's key rules: ASCII, at most
+    /// [`MAX_KEY_LEN`](super::MAX_KEY_LEN) bytes, nonempty segments of
+    /// `[a-z0-9_-]` separated by `.`.
+    #[error("invalid metadata key {key:?} at offset {offset}: {reason}")]
+    InvalidKey {
+        /// Offset of the key's length field.
+        offset: u64,
+        /// The key (cut to its first 256 bytes).
+        key: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
     /// The same key twice.
     #[error("duplicate metadata key `{key}` at offset {offset}")]
     DuplicateKey {
@@ -111,11 +123,31 @@ pub enum GgufError {
         /// The key.
         key: String,
     },
-    /// `general.alignment` that is zero or not a power of two.
-    #[error("general.alignment is {value}, which is not a nonzero power of two")]
+    /// `general.alignment` that is not a power of two and a multiple of 8.
+    #[error("general.alignment is {value}, which is not a power of two and a multiple of 8")]
     BadAlignment {
         /// The value found.
         value: u32,
+    },
+    /// A tensor name longer than
+    /// [`MAX_TENSOR_NAME_LEN`](super::MAX_TENSOR_NAME_LEN) bytes.
+    #[error("tensor name {tensor:?} at offset {offset} is {len} bytes long (at most 64 allowed)")]
+    TensorNameTooLong {
+        /// Offset of the name's length field.
+        offset: u64,
+        /// The name (cut to its first 256 bytes).
+        tensor: String,
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// A nonzero byte in the padding between the tensor infos and the data
+    /// section, which the specification fills with `0x00`.
+    #[error("padding byte at offset {offset} is {value:#04x}, expected 0")]
+    NonZeroPadding {
+        /// Offset of the byte.
+        offset: u64,
+        /// The byte found.
+        value: u8,
     },
     /// The same tensor name twice.
     #[error("duplicate tensor name `{tensor}` at offset {offset}")]
@@ -297,6 +329,21 @@ pub enum WriteError {
         /// The key.
         key: String,
     },
+    /// A key the reader would refuse (see [`GgufError::InvalidKey`]).
+    #[error("invalid metadata key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key.
+        key: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// A tensor name longer than
+    /// [`MAX_TENSOR_NAME_LEN`](super::MAX_TENSOR_NAME_LEN) bytes.
+    #[error("tensor name {tensor:?} is longer than 64 bytes")]
+    TensorNameTooLong {
+        /// The name.
+        tensor: String,
+    },
     /// A tensor name added twice.
     #[error("duplicate tensor name `{tensor}`")]
     DuplicateTensor {
@@ -332,8 +379,8 @@ pub enum WriteError {
         /// Bytes given.
         found: u64,
     },
-    /// An alignment that is zero or not a power of two.
-    #[error("alignment {value} is not a nonzero power of two")]
+    /// An alignment that is not a power of two and a multiple of 8.
+    #[error("alignment {value} is not a power of two and a multiple of 8")]
     BadAlignment {
         /// The value given.
         value: u32,

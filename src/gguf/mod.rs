@@ -11,6 +11,11 @@
 //!   so memory and time stay linear in the file's length whatever it claims;
 //! * strings are UTF-8, bools are 0 or 1, arrays nest at most
 //!   [`MAX_ARRAY_DEPTH`] deep, keys and tensor names are unique;
+//! * keys follow the specification's rules (ASCII, dot-separated
+//!   lower-case segments, at most [`MAX_KEY_LEN`] bytes), tensor names are
+//!   at most [`MAX_TENSOR_NAME_LEN`] bytes, `general.alignment` is a power
+//!   of two and a multiple of [`MIN_ALIGNMENT`], and the padding before the
+//!   data section is zeros;
 //! * tensors have 1 to [`MAX_DIMS`] nonzero dimensions of a known GGML
 //!   type, sizes that fit in `u64` and `usize`, a first dimension made of
 //!   whole blocks, an offset aligned to `general.alignment`, and data inside
@@ -25,6 +30,13 @@
 //! a lookup and a slice: no copy, no further checks.
 //!
 //! [`Writer`] builds conformant files (tests, fuzz seeds, synthetic models).
+//!
+//! The table below (`src/gguf/SPEC.md`) goes through the specification
+//! rule by rule: what the reader does with a file that breaks each rule,
+//! where it is stricter or more lenient and why, where llama.cpp and the
+//! Python `gguf` package differ, and the test that checks each rule.
+//!
+#![doc = include_str!("SPEC.md")]
 
 mod error;
 mod file;
@@ -57,3 +69,13 @@ pub const MAX_ARRAY_DEPTH: usize = 8;
 
 /// Most dimensions a tensor may have (GGML's `GGML_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
+
+/// Longest metadata key, in bytes (the specification's `2^16 - 1`).
+pub const MAX_KEY_LEN: usize = 65_535;
+
+/// Longest tensor name, in bytes (the specification's 64).
+pub const MAX_TENSOR_NAME_LEN: usize = 64;
+
+/// Every `general.alignment` must be a multiple of this (the
+/// specification's "must be a multiple of 8"), as well as a power of two.
+pub const MIN_ALIGNMENT: u32 = 8;

@@ -13,7 +13,10 @@ use super::error::GgufError;
 use super::reader::{Header, TensorInfo};
 use super::types::GgmlType;
 use super::value::{Array, Metadata, Value, ValueType};
-use super::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+use super::{
+    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_KEY_LEN,
+    MAX_TENSOR_NAME_LEN, MIN_ALIGNMENT,
+};
 
 /// Smallest encoded tensor info: an empty name (8), the dimension count (4),
 /// one dimension (8), the type (4) and the offset (8).
@@ -139,6 +142,13 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Header, GgufError> {
     let mut cur = Cursor { buf: bytes, pos: 0 };
 
     let magic: [u8; 4] = cur.array(What::Header("magic"))?;
+    if magic == *b"FUGG" {
+        // The magic as a big-endian writer that byte-swaps it stores it.
+        let version = cur.u32(What::Header("version"))?;
+        return Err(GgufError::BigEndian {
+            version: version.swap_bytes(),
+        });
+    }
     if magic != MAGIC {
         return Err(GgufError::BadMagic { found: magic });
     }
@@ -188,6 +198,22 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Header, GgufError> {
     let file_len = bytes.len() as u64;
     // `cur.offset() <= file_len` and `alignment <= 2^31`: no overflow.
     let data_offset = cur.offset().next_multiple_of(alignment);
+    // The padding up to the data section (as far as the file goes) is
+    // zeros: at most `alignment - 1` bytes, all inside the file. A file
+    // without tensors has no data section, and what follows its header is
+    // trailing bytes, as after the last tensor of any other file.
+    let padding_end = if tensors.is_empty() {
+        cur.pos
+    } else {
+        data_offset.min(file_len) as usize
+    };
+    if let Some(i) = bytes[cur.pos..padding_end].iter().position(|&b| b != 0) {
+        let at = cur.pos + i;
+        return Err(GgufError::NonZeroPadding {
+            offset: at as u64,
+            value: bytes[at],
+        });
+    }
     check_placement(&tensors, data_offset, file_len)?;
 
     Ok(Header::new(
@@ -206,6 +232,13 @@ fn parse_metadata(cur: &mut Cursor<'_>, n_kv: usize) -> Result<Metadata, GgufErr
     for i in 0..n_kv as u64 {
         let key_offset = cur.offset();
         let key = cur.string(What::KeyName(i))?;
+        if let Some(reason) = key_problem(key) {
+            return Err(GgufError::InvalidKey {
+                offset: key_offset,
+                key: cut(key).to_owned(),
+                reason,
+            });
+        }
         let type_offset = cur.offset();
         let type_id = cur.u32(What::Value(key))?;
         let value = parse_value(cur, type_id, type_offset, key, 0)?;
@@ -217,6 +250,46 @@ fn parse_metadata(cur: &mut Cursor<'_>, n_kv: usize) -> Result<Metadata, GgufErr
         }
     }
     Ok(metadata)
+}
+
+/// Why `key` breaks the specification's key rules, if it does: at most
+/// [`MAX_KEY_LEN`] bytes of ASCII, one or more nonempty segments separated
+/// by `.`, each of lower-case letters, digits and `_`, and (beyond the
+/// specification, for llama.cpp's own architecture names such as `gpt-oss`
+/// and `command-r`, which prefix their keys) `-`.
+pub(crate) fn key_problem(key: &str) -> Option<&'static str> {
+    if key.len() > MAX_KEY_LEN {
+        return Some("longer than 65535 bytes");
+    }
+    if key.is_empty() {
+        return Some("empty");
+    }
+    if !key.is_ascii() {
+        return Some("not ASCII");
+    }
+    if key.split('.').any(str::is_empty) {
+        return Some("empty segment (keys are segments separated by single dots)");
+    }
+    let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-';
+    if !key.bytes().all(|b| b == b'.' || allowed(b)) {
+        return Some("segments may only hold a-z, 0-9, `_` and `-`");
+    }
+    None
+}
+
+/// The first 256 bytes of `s` (at a character boundary), for error values.
+fn cut(s: &str) -> &str {
+    let mut end = s.len().min(256);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Whether `value` is a valid `general.alignment`: a power of two and a
+/// multiple of [`MIN_ALIGNMENT`].
+pub(crate) fn alignment_ok(value: u32) -> bool {
+    value.is_power_of_two() && value.is_multiple_of(MIN_ALIGNMENT)
 }
 
 fn value_type(type_id: u32, offset: u64, key: &str) -> Result<ValueType, GgufError> {
@@ -351,7 +424,7 @@ fn alignment(metadata: &Metadata) -> Result<u64, GgufError> {
         return Ok(DEFAULT_ALIGNMENT);
     }
     let value = metadata.get_u32(ALIGNMENT_KEY)?;
-    if !value.is_power_of_two() {
+    if !alignment_ok(value) {
         return Err(GgufError::BadAlignment { value });
     }
     Ok(u64::from(value))
@@ -364,6 +437,13 @@ fn parse_tensor_info(
 ) -> Result<TensorInfo, GgufError> {
     let info_offset = cur.offset();
     let name = cur.string(What::TensorName(index))?;
+    if name.len() > MAX_TENSOR_NAME_LEN {
+        return Err(GgufError::TensorNameTooLong {
+            offset: info_offset,
+            tensor: cut(name).to_owned(),
+            len: name.len() as u64,
+        });
+    }
 
     let n_dims_offset = cur.offset();
     let n_dims = cur.u32(What::Tensor(name, "dimension count"))?;

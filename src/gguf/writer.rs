@@ -12,10 +12,13 @@ use std::io::{Read, Write};
 use half::f16;
 
 use super::error::WriteError;
+use super::parse::{alignment_ok, key_problem};
 use super::reader::Gguf;
 use super::types::GgmlType;
 use super::value::{Array, Value};
-use super::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
+use super::{
+    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+};
 use crate::quant::BlockQ8_0;
 
 struct PendingTensor<'a> {
@@ -130,17 +133,20 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     ///
-    /// [`WriteError::BadAlignment`] unless `alignment` is a nonzero power of
-    /// two; [`WriteError::DuplicateKey`] if the alignment was already set.
+    /// [`WriteError::BadAlignment`] unless `alignment` is a power of two and
+    /// a multiple of 8; [`WriteError::DuplicateKey`] if the alignment was
+    /// already set.
     pub fn alignment(&mut self, alignment: u32) -> Result<&mut Self, WriteError> {
         self.add(ALIGNMENT_KEY, Value::U32(alignment))
     }
 
     /// Adds a metadata key. `general.alignment` must be a `u32` power of two
-    /// and sets the data alignment.
+    /// and a multiple of 8, and sets the data alignment.
     ///
     /// # Errors
     ///
+    /// [`WriteError::InvalidKey`] for a key the reader would refuse (see
+    /// [`GgufError::InvalidKey`](super::GgufError::InvalidKey)),
     /// [`WriteError::DuplicateKey`], [`WriteError::BadAlignment`], or
     /// [`WriteError::NestingTooDeep`] for an array the reader would refuse.
     pub fn add(&mut self, key: &str, value: Value) -> Result<&mut Self, WriteError> {
@@ -149,9 +155,15 @@ impl<'a> Writer<'a> {
                 key: key.to_owned(),
             });
         }
+        if let Some(reason) = key_problem(key) {
+            return Err(WriteError::InvalidKey {
+                key: key.to_owned(),
+                reason,
+            });
+        }
         if key == ALIGNMENT_KEY {
             match value {
-                Value::U32(v) if v.is_power_of_two() => self.alignment = u64::from(v),
+                Value::U32(v) if alignment_ok(v) => self.alignment = u64::from(v),
                 Value::U32(v) => return Err(WriteError::BadAlignment { value: v }),
                 _ => return Err(WriteError::BadAlignment { value: 0 }),
             }
@@ -198,6 +210,7 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     ///
+    /// [`WriteError::TensorNameTooLong`] (over 64 bytes),
     /// [`WriteError::DuplicateTensor`], [`WriteError::BadShape`] (not 1 to 4
     /// nonzero dimensions), [`WriteError::BadSize`] (first dimension not a
     /// whole number of blocks, or overflow), [`WriteError::DataLength`].
@@ -251,6 +264,11 @@ impl<'a> Writer<'a> {
         ggml_type: GgmlType,
         dims: &[u64],
     ) -> Result<u64, WriteError> {
+        if name.len() > MAX_TENSOR_NAME_LEN {
+            return Err(WriteError::TensorNameTooLong {
+                tensor: name.to_owned(),
+            });
+        }
         if self.names.contains(name) {
             return Err(WriteError::DuplicateTensor {
                 tensor: name.to_owned(),

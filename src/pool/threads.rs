@@ -282,7 +282,14 @@ mod tests {
     }
 
     #[test]
-    fn default_is_positive() {
-        assert!(default_threads() >= 1);
+    fn default_is_env_then_performance_cores_within_available() {
+        // INFERNO_THREADS when valid; else the detected performance cores,
+        // never more than the process may run on; else all of those.
+        let available = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let want = match threads_from_env() {
+            Ok(Some(n)) => n.get(),
+            _ => performance_cores().map_or(available, |c| c.clamp(1, available)),
+        };
+        assert_eq!(default_threads(), want);
     }
 }

@@ -449,12 +449,89 @@ pub fn f32_error_bound(w: &[f32], x: &[f32]) -> f64 {
 mod tests {
     use super::*;
 
+    /// The kernel this CPU should get, worked out from its features with
+    /// the standard library's detection macros directly, not through the
+    /// feature tokens `best_available` uses, so a wrong preference order or
+    /// a wrong token shows up as a difference.
+    fn expected_best() -> Kernel {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            use std::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            if avx2 && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+                return Kernel::Avx512Vnni;
+            }
+            if avx2 && has!("avxvnni") {
+                return Kernel::AvxVnni;
+            }
+            if avx2 {
+                return Kernel::Avx2;
+            }
+        }
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
+        {
+            use std::arch::is_aarch64_feature_detected as has;
+            if has!("dotprod") {
+                return Kernel::NeonDot;
+            }
+            if has!("neon") {
+                return Kernel::Neon;
+            }
+        }
+        Kernel::Scalar
+    }
+
+    /// The kernel a dispatch value calls.
+    fn kernel_of(d: Dispatch) -> Kernel {
+        match d {
+            Dispatch::Scalar => Kernel::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(_) => Kernel::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(_) => Kernel::Avx512Vnni,
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(_) => Kernel::AvxVnni,
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(_) => Kernel::NeonDot,
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(_) => Kernel::Neon,
+        }
+    }
+
     #[test]
-    fn scalar_is_always_available_and_selection_is_stable() {
-        assert!(Kernel::Scalar.is_available());
-        let first = Kernel::selected();
-        assert!(first.is_available());
-        assert_eq!(Kernel::selected(), first);
+    fn best_available_is_the_fastest_kernel_the_cpu_has() {
+        // VNNI over AVX2 on x86 where the CPU has it, `sdot` over plain
+        // NEON on aarch64, scalar under Miri and elsewhere.
+        assert_eq!(Kernel::best_available(), expected_best());
+        let best = expected_best();
+        assert!(best.is_available() && Kernel::Scalar.is_available());
+        // Every kernel listed before the best one in `ALL` (a faster one)
+        // is unavailable, and the best one's dispatch is its own.
+        let pos = Kernel::ALL.iter().position(|&k| k == best).unwrap();
+        for k in &Kernel::ALL[..pos] {
+            assert!(
+                !k.is_available(),
+                "{k:?} is available but {best:?} is expected"
+            );
+        }
+        assert_eq!(best.dispatch().map(kernel_of), Some(best));
+    }
+
+    #[test]
+    fn selected_kernel_follows_the_cpu_and_the_env_variable() {
+        use std::ffi::OsStr;
+        assert_eq!(choose(Some(OsStr::new("1"))), Kernel::Scalar);
+        assert_eq!(choose(None), expected_best());
+        assert_eq!(choose(Some(OsStr::new("0"))), expected_best());
+        let forced = std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v == "1");
+        let want = if forced {
+            Kernel::Scalar
+        } else {
+            expected_best()
+        };
+        let (kernel, dispatch) = selected();
+        assert_eq!((kernel, kernel_of(dispatch)), (want, want));
+        assert_eq!(Kernel::selected(), want);
     }
 
     #[test]
@@ -474,31 +551,6 @@ mod tests {
                 assert_eq!(k.dot_f32(&[], &[]), Err(KernelError::Unavailable(k)));
             }
         }
-    }
-
-    #[test]
-    fn force_scalar_env_value() {
-        use std::ffi::OsStr;
-        assert_eq!(choose(Some(OsStr::new("1"))), Kernel::Scalar);
-        assert_eq!(choose(None), Kernel::best_available());
-        assert_eq!(choose(Some(OsStr::new("0"))), Kernel::best_available());
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        if std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && std::is_x86_feature_detected!("f16c")
-        {
-            assert_ne!(Kernel::best_available(), Kernel::Scalar);
-        }
-        // The dot-product kernel is preferred wherever the CPU has `sdot`;
-        // plain NEON serves the rest.
-        #[cfg(all(target_arch = "aarch64", not(miri)))]
-        if std::arch::is_aarch64_feature_detected!("dotprod") {
-            assert_eq!(Kernel::best_available(), Kernel::NeonDot);
-        } else if std::arch::is_aarch64_feature_detected!("neon") {
-            assert_eq!(Kernel::best_available(), Kernel::Neon);
-        }
-        #[cfg(miri)]
-        assert_eq!(Kernel::best_available(), Kernel::Scalar);
     }
 
     #[test]
