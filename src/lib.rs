@@ -64,5 +64,5 @@ pub mod pool;
 pub mod quant;
 mod sync;
 
-pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
+pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder, MAX_THREADS};
 pub use quant::BlockQ8_0;

@@ -147,6 +147,16 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
+/// Polls `cond` for up to 10 s.
+#[cfg(target_os = "linux")]
+fn wait_for(cond: impl Fn() -> bool, what: &str) {
+    let started = std::time::Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < Duration::from_secs(10), "no {what} after 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn drop_joins_workers() {
@@ -162,7 +172,10 @@ fn drop_joins_workers() {
         .build()
         .unwrap();
     pool.dispatch(|_, _| {});
-    assert_eq!(count(), 3);
+    // A dispatch does not wait for workers that have not started (shares
+    // are claimed by whoever runs), and a new thread names itself once it
+    // runs: wait for all three names to appear.
+    wait_for(|| count() == 3, "3 named workers");
     drop(pool);
     // `drop` joined them: the threads are gone, not merely told to stop.
     assert_eq!(count(), 0);

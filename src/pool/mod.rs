@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::unsafe_core::pool::{PoolConfig, RawPool};
 
-pub use crate::unsafe_core::pool::PoolError;
+pub use crate::unsafe_core::pool::{PoolError, MAX_THREADS};
 pub use threads::{default_threads, threads_from_env, ThreadsEnvError, THREADS_ENV};
 
 /// Default time a worker keeps spinning after its last job before parking.
@@ -106,8 +106,10 @@ impl ThreadPool {
     ///
     /// # Errors
     ///
-    /// [`PoolError::ZeroThreads`] for `threads == 0`; [`PoolError::Spawn`]
-    /// when the OS refuses a thread (workers already started are joined).
+    /// [`PoolError::ZeroThreads`] for `threads == 0`;
+    /// [`PoolError::TooManyThreads`] above [`MAX_THREADS`];
+    /// [`PoolError::Spawn`] when the OS refuses a thread (workers already
+    /// started are joined).
     pub fn new(threads: usize) -> Result<Self, PoolError> {
         ThreadPoolBuilder::new().threads(threads).build()
     }
