@@ -250,7 +250,11 @@ impl Runners {
         self.0
             .iter()
             .enumerate()
-            .map(|(id, r)| r.lock().unwrap().unwrap_or_else(|| panic!("share {id} never ran")))
+            .map(|(id, r)| {
+                r.lock()
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("share {id} never ran"))
+            })
             .collect()
     }
 }
@@ -282,9 +286,17 @@ fn caller_outlives_registered_workers() {
         let alive = AtomicUsize::new(LIVE);
         let hits = counters(3);
         pool.dispatch(|id, _| {
-            assert_eq!(alive.load(Relaxed), LIVE, "share {id} started on a dead job");
+            assert_eq!(
+                alive.load(Relaxed),
+                LIVE,
+                "share {id} started on a dead job"
+            );
             hits[id].fetch_add(1, Relaxed);
-            assert_eq!(alive.load(Relaxed), LIVE, "share {id} outlived the dispatch");
+            assert_eq!(
+                alive.load(Relaxed),
+                LIVE,
+                "share {id} outlived the dispatch"
+            );
         });
         alive.store(DEAD, Relaxed);
         assert_all(&hits, 1);
@@ -293,8 +305,7 @@ fn caller_outlives_registered_workers() {
 
 /// Facts that must hold in at least one execution of a model.
 static CALLER_ALONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static SKIPPED_THEN_RAN: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+static SKIPPED_THEN_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Two jobs back to back on three threads. A worker that saw the first job
 /// open only after it closed must not read its mailbox or run its closure:
@@ -327,9 +338,7 @@ fn late_worker_never_touches_closed_job() {
         if ran.iter().any(|job| job.iter().all(|&t| t == caller)) {
             CALLER_ALONE.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let skipped_then_ran = ran[1]
-            .iter()
-            .any(|&t| t != caller && !ran[0].contains(&t));
+        let skipped_then_ran = ran[1].iter().any(|&t| t != caller && !ran[0].contains(&t));
         if skipped_then_ran {
             SKIPPED_THEN_RAN.store(true, std::sync::atomic::Ordering::Relaxed);
         }

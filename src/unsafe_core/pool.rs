@@ -436,8 +436,7 @@ impl Drop for RawPool {
         // `&mut self`: no dispatch is in flight and no worker is registered
         // (each dispatch waits for its registered workers before it
         // returns). Workers seeing STOP exit without reading the mailbox.
-        self.shared
-            .publish(STOP | closed_word(self.shared.threads));
+        self.shared.publish(STOP | closed_word(self.shared.threads));
         for worker in self.workers.drain(..) {
             // Workers catch every job panic, so a join error cannot carry
             // one of ours; there is nothing useful to do with it in drop.

@@ -93,7 +93,18 @@ fn bench(args: &BenchArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// What a `--features loom` build prints instead of running.
+const LOOM_BUILD: &str = "error: this `inferno` binary was built with the `loom` feature, which \
+replaces the pool's atomics and threads with loom's model-checking versions; they only work \
+inside a loom test. Rebuild without it: `cargo build --release`.";
+
 fn main() -> ExitCode {
+    // `cargo test --features loom` also rebuilds this binary; refuse to run
+    // it rather than panic deep inside the pool.
+    if cfg!(feature = "loom") {
+        eprintln!("{LOOM_BUILD}");
+        return ExitCode::from(2);
+    }
     match Cli::parse().command {
         Some(Command::Inspect(args)) => inspect::run(&args),
         Some(Command::Bench(args)) => bench(&args),
