@@ -153,7 +153,7 @@ pub enum PoolError {
     /// A pool needs at least one thread (the caller).
     #[error("a thread pool needs at least 1 thread, got 0")]
     ZeroThreads,
-    /// More threads than [`MAX_THREADS`](crate::pool::MAX_THREADS).
+    /// More threads than [`MAX_THREADS`].
     #[error("a thread pool takes at most {max} threads, got {requested}")]
     TooManyThreads {
         /// The requested pool size.
