@@ -12,8 +12,8 @@
 # (loom and Miri's weak-memory emulation do). It is an extra check on real
 # executions; the loom models are the proof.
 #
-# Not in .ci/run: building the instrumented standard library takes several
-# minutes on a 2-core machine.
+# In .ci/run: a cold run (instrumented standard library included) took
+# 88 s on the 2-core development machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
