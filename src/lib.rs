@@ -1,8 +1,11 @@
 //! `inferno-cpu`: the CPU kernel layer of an LLM inference engine.
 //!
-//! * [`ThreadPool`]: a persistent pool of spinning workers whose dispatch is
-//!   one atomic store, cheap enough to split each of the ~200 small
-//!   matrix-vector products of a decoded token across cores.
+//! * [`ThreadPool`]: a persistent pool of spinning workers. While they
+//!   spin, a dispatch takes no lock and makes no system call (a few atomic
+//!   operations), cheap enough to split each of the ~200 small
+//!   matrix-vector products of a decoded token across cores; shares are
+//!   claimed by whichever threads run, so a worker the OS does not run
+//!   holds no dispatch up.
 //! * [`quant`]: GGML-compatible Q8_0 blocks, quantization and SIMD dot
 //!   kernels with a scalar reference.
 //! * [`matvec`]: single-core, pooled and rayon matvec/matmul; the pooled
@@ -73,5 +76,5 @@ mod sync;
 pub mod synth;
 pub mod tokenizer;
 
-pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder};
+pub use pool::{default_threads, split, PoolError, ThreadPool, ThreadPoolBuilder, MAX_THREADS};
 pub use quant::BlockQ8_0;

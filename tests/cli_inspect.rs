@@ -1,6 +1,6 @@
 //! `inferno inspect` on a writer-made file, in text and JSON, and on corrupt
-//! files.
-#![cfg(feature = "cli")]
+//! files. (A `loom` build of the binary refuses to run: `tests/cli_loom.rs`.)
+#![cfg(all(feature = "cli", not(feature = "loom")))]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

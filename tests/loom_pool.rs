@@ -9,6 +9,14 @@
 //! lost wake-up), on a leaked thread, and on any failed assert. Every model
 //! ends with a conservation assert: each share ran exactly once.
 //!
+//! Shares are claimed, not assigned ([P-claim]): whoever runs takes the
+//! next unclaimed id. The models with three threads (two workers) check the
+//! claim protocol itself; a few record, in plain std atomics outside the
+//! model, facts that must hold in at least one explored execution (the
+//! caller ran every share alone; a worker skipped a job and ran in the
+//! next), which is how a model shows the dispatch does not wait for a
+//! worker that never came.
+//!
 //! Output cells are loom atomics written with `Relaxed` ordering by the
 //! shares and read with `Relaxed` ordering by the caller after the
 //! dispatch: loom lets a relaxed load return any value the happens-before
@@ -21,6 +29,7 @@ use std::time::Duration;
 use inferno_cpu::ThreadPool;
 use loom::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use loom::sync::Arc;
+use loom::thread::ThreadId;
 
 /// Spin time that lets workers spin a couple of rounds before parking.
 const SPIN: Duration = Duration::from_micros(1);
@@ -214,4 +223,223 @@ fn nested_dispatch_inline() {
         // Each of the 2 outer shares ran the 2 inner shares once.
         assert_all(&inner, 2);
     });
+}
+
+/// What a share writes into `alive` while the job is live, and what the
+/// caller stores once `dispatch` returned (the closure is gone).
+const LIVE: usize = 1;
+const DEAD: usize = 2;
+
+/// The thread running the current share.
+fn me() -> ThreadId {
+    loom::thread::current().id()
+}
+
+/// One loom "thread id" cell per share: which thread ran it.
+struct Runners(Vec<loom::sync::Mutex<Option<ThreadId>>>);
+
+impl Runners {
+    fn new(n: usize) -> Self {
+        Self((0..n).map(|_| loom::sync::Mutex::new(None)).collect())
+    }
+    fn record(&self, id: usize) {
+        let previous = self.0[id].lock().unwrap().replace(me());
+        assert!(previous.is_none(), "share {id} ran twice");
+    }
+    fn get(&self) -> Vec<ThreadId> {
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(id, r)| {
+                r.lock()
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("share {id} never ran"))
+            })
+            .collect()
+    }
+}
+
+/// Two workers: each share id is claimed by exactly one of the three
+/// threads, and its writes reach the caller.
+#[test]
+fn each_share_once_two_workers() {
+    model_bounded(2, || {
+        let pool = pool(3, SPIN);
+        let hits = counters(3);
+        pool.dispatch(|id, n| {
+            assert_eq!(n, 3);
+            hits[id].fetch_add(1, Relaxed);
+        });
+        assert_all(&hits, 1);
+    });
+}
+
+/// The caller does not return while a registered worker may still run a
+/// share: every share sees the job live at its start and at its end, and
+/// the caller marks it dead only after `dispatch` returned. A share that
+/// could run after the return would be able to read `DEAD` (loom lets a
+/// relaxed load return any store not ordered after it).
+#[test]
+fn caller_outlives_registered_workers() {
+    model_bounded(2, || {
+        let pool = pool(3, SPIN);
+        let alive = AtomicUsize::new(LIVE);
+        let hits = counters(3);
+        pool.dispatch(|id, _| {
+            assert_eq!(
+                alive.load(Relaxed),
+                LIVE,
+                "share {id} started on a dead job"
+            );
+            hits[id].fetch_add(1, Relaxed);
+            assert_eq!(
+                alive.load(Relaxed),
+                LIVE,
+                "share {id} outlived the dispatch"
+            );
+        });
+        alive.store(DEAD, Relaxed);
+        assert_all(&hits, 1);
+    });
+}
+
+/// Facts that must hold in at least one execution of a model.
+static CALLER_ALONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SKIPPED_THEN_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Two jobs back to back on three threads. A worker that saw the first job
+/// open only after it closed must not read its mailbox or run its closure:
+/// loom's cell tracking reports a mailbox read that races with the second
+/// job's write, and a share of a dead job trips the `alive` check.
+///
+/// Also: in some execution the caller runs every share of a job alone (the
+/// dispatch does not wait for workers that never came), and in some
+/// execution a worker that ran nothing of the first job runs a share of the
+/// second (skipping a job does not take a worker out of the pool).
+#[test]
+fn late_worker_never_touches_closed_job() {
+    CALLER_ALONE.store(false, std::sync::atomic::Ordering::Relaxed);
+    SKIPPED_THEN_RAN.store(false, std::sync::atomic::Ordering::Relaxed);
+    // One preemption already explores both facts below; two take minutes.
+    model_bounded(1, || {
+        let pool = pool(3, SPIN);
+        let caller = me();
+        let mut ran: Vec<Vec<ThreadId>> = Vec::new();
+        for _ in 0..2 {
+            let alive = AtomicUsize::new(LIVE);
+            let runners = Runners::new(3);
+            pool.dispatch(|id, _| {
+                assert_eq!(alive.load(Relaxed), LIVE, "share {id} of a closed job ran");
+                runners.record(id);
+            });
+            alive.store(DEAD, Relaxed);
+            ran.push(runners.get());
+        }
+        if ran.iter().any(|job| job.iter().all(|&t| t == caller)) {
+            CALLER_ALONE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let skipped_then_ran = ran[1].iter().any(|&t| t != caller && !ran[0].contains(&t));
+        if skipped_then_ran {
+            SKIPPED_THEN_RAN.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(
+        CALLER_ALONE.load(std::sync::atomic::Ordering::Relaxed),
+        "no execution let the caller finish a job without the workers"
+    );
+    assert!(
+        SKIPPED_THEN_RAN.load(std::sync::atomic::Ordering::Relaxed),
+        "no execution had a worker skip a job and run in the next"
+    );
+}
+
+/// Repeated jobs on three threads with one worker that skips some of them:
+/// three dispatches, in which the workers come and go as loom schedules
+/// them; each share of each job runs exactly once, and the state left by
+/// a job a worker skipped does not confuse the next.
+#[test]
+fn repeated_generations_worker_skips() {
+    model_bounded(1, || {
+        let pool = pool(3, SPIN);
+        let hits = counters(3);
+        for round in 1..=3 {
+            pool.dispatch(|id, _| {
+                hits[id].fetch_add(1, Relaxed);
+            });
+            assert_all(&hits, round);
+        }
+    });
+}
+
+/// Two workers that park at once (zero spin time): two dispatches, then
+/// the drop. A wake-up lost on the way leaves a worker asleep; the drop's
+/// join then blocks forever, which loom reports as a deadlock.
+#[test]
+fn park_unpark_two_workers() {
+    model_bounded(2, || {
+        let pool = pool(3, Duration::ZERO);
+        let hits = counters(3);
+        for round in 1..=2 {
+            pool.dispatch(|id, _| {
+                hits[id].fetch_add(1, Relaxed);
+            });
+            assert_all(&hits, round);
+        }
+        drop(pool);
+    });
+}
+
+/// A panic payload whose `Drop` panics too.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("payload drop");
+    }
+}
+
+static TWO_WORKERS_PANICKED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Shares 1 and 2 panic with a payload whose `Drop` panics, so in some
+/// executions two workers panic in one job. The caller gets one payload,
+/// every share ran once, and no worker dies (a dead worker would fail the
+/// model).
+#[test]
+fn panics_in_two_workers() {
+    std::panic::set_hook(Box::new(|_| {}));
+    TWO_WORKERS_PANICKED.store(false, std::sync::atomic::Ordering::Relaxed);
+    model_bounded(2, || {
+        let pool = pool(3, SPIN);
+        let caller = me();
+        let hits = counters(3);
+        let runners = Runners::new(3);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.dispatch(|id, _| {
+                hits[id].fetch_add(1, Relaxed);
+                runners.record(id);
+                if id != 0 {
+                    std::panic::panic_any(Bomb);
+                }
+            })
+        }));
+        let payload = result.expect_err("the panics were lost");
+        assert!(payload.is::<Bomb>());
+        std::mem::forget(payload);
+        assert_all(&hits, 1);
+        let ran = runners.get();
+        if ran[1] != caller && ran[2] != caller && ran[1] != ran[2] {
+            TWO_WORKERS_PANICKED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        // Both workers are still there: the drop joins them (a worker
+        // killed by an escaping panic fails the model when its loom thread
+        // panics). That the pool keeps working after panics is
+        // `panic_in_share`'s job, with one worker, where loom is fast.
+        drop(pool);
+    });
+    let _ = std::panic::take_hook();
+    assert!(
+        TWO_WORKERS_PANICKED.load(std::sync::atomic::Ordering::Relaxed),
+        "no execution had both panicking shares on workers"
+    );
 }

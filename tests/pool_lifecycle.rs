@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use inferno_cpu::{default_threads, PoolError, ThreadPool};
+use inferno_cpu::{default_threads, PoolError, ThreadPool, MAX_THREADS};
 
 fn counters(n: usize) -> Vec<AtomicUsize> {
     (0..n).map(|_| AtomicUsize::new(0)).collect()
@@ -124,6 +124,44 @@ fn zero_threads_is_an_error() {
     assert!(err.to_string().contains("at least 1 thread"));
 }
 
+/// Sizes no pool can have are refused with a typed error before anything
+/// is allocated or spawned (they used to overflow a capacity computation or
+/// abort on a failed allocation).
+#[test]
+fn oversized_pools_are_errors() {
+    for threads in [usize::MAX, 1 << 48, MAX_THREADS + 1] {
+        match ThreadPool::new(threads) {
+            Err(PoolError::TooManyThreads { requested, max }) => {
+                assert_eq!(requested, threads);
+                assert_eq!(max, MAX_THREADS);
+            }
+            other => panic!("new({threads}): expected TooManyThreads, got {other:?}"),
+        }
+    }
+    let err = ThreadPool::new(usize::MAX).unwrap_err();
+    assert!(err.to_string().contains(&MAX_THREADS.to_string()));
+}
+
+/// A thread-name prefix with a NUL byte is a typed error (it used to
+/// panic inside `std::thread`).
+#[test]
+fn nul_in_thread_name_is_an_error() {
+    let result = ThreadPool::builder()
+        .threads(2)
+        .thread_name_prefix("bad\0name-")
+        .build();
+    match result {
+        Err(PoolError::InvalidThreadName { prefix }) => assert_eq!(prefix, "bad\0name-"),
+        other => panic!("expected InvalidThreadName, got {other:?}"),
+    }
+    // A single-thread pool spawns no thread, but the prefix is still wrong.
+    assert!(ThreadPool::builder()
+        .threads(1)
+        .thread_name_prefix("\0")
+        .build()
+        .is_err());
+}
+
 #[test]
 fn spawn_failure_is_an_error() {
     // No machine can give a thread a 64 TiB stack.
@@ -147,6 +185,19 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
+/// Polls `cond` for up to 10 s.
+#[cfg(target_os = "linux")]
+fn wait_for(cond: impl Fn() -> bool, what: &str) {
+    let started = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no {what} after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn drop_joins_workers() {
@@ -162,7 +213,10 @@ fn drop_joins_workers() {
         .build()
         .unwrap();
     pool.dispatch(|_, _| {});
-    assert_eq!(count(), 3);
+    // A dispatch does not wait for workers that have not started (shares
+    // are claimed by whoever runs), and a new thread names itself once it
+    // runs: wait for all three names to appear.
+    wait_for(|| count() == 3, "3 named workers");
     drop(pool);
     // `drop` joined them: the threads are gone, not merely told to stop.
     assert_eq!(count(), 0);

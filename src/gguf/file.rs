@@ -60,13 +60,24 @@ pub struct GgufFile {
 impl GgufFile {
     /// Memory-maps and validates the file at `path`.
     ///
-    /// The file must not be truncated or modified while the returned value
-    /// lives: the map shows the file's current contents, so another process
-    /// writing to it changes bytes this process already validated, and
-    /// truncating it makes reading the lost pages kill the process with
-    /// `SIGBUS`. Model files are written once and then only read, which is
-    /// what this assumes; use [`read`](Self::read) for a file that may
-    /// change.
+    /// This is a safe function with a condition it cannot check: **nothing
+    /// may truncate or write the file while the returned value lives.** The
+    /// map shows the file's current contents through shared references
+    /// (`&[u8]`, `&[f32]`, the Q8_0 blocks):
+    ///
+    /// * truncating the file makes touching the lost pages kill the process
+    ///   with `SIGBUS`;
+    /// * another process (or this one, through another handle) writing the
+    ///   file changes the bytes behind live shared references, which is
+    ///   undefined behaviour in Rust's memory model, not merely a different
+    ///   reading of the bytes: the compiler may assume they never change.
+    ///
+    /// Model files are written once and then only read, which is what this
+    /// assumes; write a new model to a temporary name and rename it into
+    /// place rather than rewriting a file that may be mapped. This crate
+    /// never writes a file. [`read`](Self::read) copies the file into
+    /// memory instead and has no such condition: use it for any file that
+    /// may change while open.
     ///
     /// # Errors
     ///

@@ -4,10 +4,27 @@
 //! a hundred microseconds or less each. A fork-join library that lets its
 //! workers sleep between jobs pays an OS wake-up per job, which costs as much
 //! as the job; this pool's workers keep spinning on one cache line between
-//! jobs, so [`ThreadPool::dispatch`] is one atomic store to publish and one
-//! counter to wait on. After a configurable idle time
-//! ([`ThreadPoolBuilder::spin_time`]) workers park, so an idle pool costs no
-//! CPU; the next dispatch wakes them (paying the OS wake-up once).
+//! jobs. While they spin, [`ThreadPool::dispatch`] takes no lock and makes
+//! no system call: it takes a `busy` flag (one compare-and-swap), writes the
+//! job to a slot and opens it with one atomic swap of the pool's job word,
+//! runs share 0, claims any share still unclaimed with a compare-and-swap
+//! on that word, waits with loads of the word until no worker is still
+//! inside the job, and releases the flag (one store). A worker that sees
+//! the job open registers and claims a share in one compare-and-swap, and
+//! leaves with one atomic subtraction.
+//!
+//! Shares are claimed, not assigned: the caller and every worker that
+//! shows up take the next unclaimed share until none is left, and the
+//! dispatch returns when every share has finished. A worker the OS did not
+//! run in time (a busy machine) holds nothing up; its shares are run by
+//! whoever is running. Which thread runs a share never changes what it
+//! computes, since every share is defined by its id.
+//!
+//! After a configurable idle time ([`ThreadPoolBuilder::spin_time`])
+//! workers park, so an idle pool costs no CPU. The swap that opens a job
+//! reports whether one is parked; only then does the dispatch also take a
+//! lock and notify the parked workers (the OS wake-up, paid once after an
+//! idle period).
 //!
 //! ```
 //! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
@@ -33,7 +50,7 @@ use std::time::Duration;
 
 use crate::unsafe_core::pool::{PoolConfig, RawPool};
 
-pub use crate::unsafe_core::pool::PoolError;
+pub use crate::unsafe_core::pool::{PoolError, MAX_THREADS};
 pub use threads::{default_threads, threads_from_env, ThreadsEnvError, THREADS_ENV};
 
 /// Default time a worker keeps spinning after its last job before parking.
@@ -71,7 +88,8 @@ pub fn split(total: usize, id: usize, n: usize) -> Range<usize> {
 }
 
 /// A persistent pool of `n` threads: `n - 1` spinning workers plus the
-/// thread that dispatches, which runs share 0.
+/// thread that dispatches, which runs share 0 and any share no worker
+/// claimed in time.
 ///
 /// Every method takes `&self`, and the pool is `Sync`: any number of threads
 /// may dispatch on one pool. One dispatch at a time gets the workers; a
@@ -87,14 +105,19 @@ pub fn split(total: usize, id: usize, n: usize) -> Range<usize> {
 ///
 /// # Sizing
 ///
-/// A dispatch returns when its slowest share is done, so the pool is as
-/// fast as its slowest thread. Give it at most as many threads as the
-/// machine has free cores ([`default_threads`] counts physical performance
-/// cores). When the OS has fewer cores for the pool than it has threads
-/// (another busy process, a container quota), waiting threads yield their
-/// core after a few microseconds instead of spinning it away, so a
-/// squeezed pool runs at about single-core speed rather than stalling; it
-/// does not get faster than one thread on a core it does not have.
+/// A dispatch returns when every share has finished. Shares are claimed by
+/// whichever threads are running, so a worker that the OS does not run
+/// (another busy process, a container quota) does not hold a dispatch up:
+/// the running threads take its shares. A share already claimed is still
+/// waited for, so the pool is as fast as its slowest running thread. Give
+/// it at most as many threads as the machine has free cores
+/// ([`default_threads`] counts physical performance cores). Waiting threads
+/// yield their core after a few microseconds instead of spinning it away,
+/// so a squeezed pool runs at about single-core speed rather than
+/// stalling; it does not get faster than one thread on a core it does not
+/// have.
+///
+/// A pool has at most [`MAX_THREADS`] threads.
 #[derive(Debug)]
 pub struct ThreadPool {
     raw: RawPool,
@@ -102,12 +125,14 @@ pub struct ThreadPool {
 
 impl ThreadPool {
     /// Starts a pool of `threads` shares (`threads - 1` worker threads) with
-    /// the default spin time.
+    /// the default spin time. `threads` may be at most [`MAX_THREADS`].
     ///
     /// # Errors
     ///
-    /// [`PoolError::ZeroThreads`] for `threads == 0`; [`PoolError::Spawn`]
-    /// when the OS refuses a thread (workers already started are joined).
+    /// [`PoolError::ZeroThreads`] for `threads == 0`;
+    /// [`PoolError::TooManyThreads`] above [`MAX_THREADS`];
+    /// [`PoolError::Spawn`] when the OS refuses a thread (workers already
+    /// started are joined).
     pub fn new(threads: usize) -> Result<Self, PoolError> {
         ThreadPoolBuilder::new().threads(threads).build()
     }
@@ -124,8 +149,17 @@ impl ThreadPool {
     }
 
     /// Runs `f(id, n)` once for every share `id` in `0..n`, where
-    /// `n = self.threads()`, the calling thread running share 0, and
-    /// returns when all have finished.
+    /// `n = self.threads()`, and returns when all have finished.
+    ///
+    /// The calling thread runs share 0; every other share is run by
+    /// whichever thread claims it first (a worker, or the caller once its
+    /// own share is done), so one thread may run several shares, one after
+    /// another. A share must therefore never block on another share of the
+    /// same dispatch (a `Barrier` across shares, a channel between them):
+    /// when one thread runs both, or when the dispatch runs inline (nested
+    /// in a job, or concurrent with another dispatch on the same pool, where
+    /// all shares run one after another on the calling thread), the first
+    /// waits forever for the second.
     ///
     /// ```
     /// # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
@@ -259,7 +293,8 @@ impl ThreadPoolBuilder {
         }
     }
 
-    /// Number of shares per dispatch (worker threads + the caller).
+    /// Number of shares per dispatch (worker threads + the caller), from 1
+    /// to [`MAX_THREADS`]; [`build`](Self::build) rejects other values.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -281,7 +316,9 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// Worker threads are named `{prefix}{id}`.
+    /// Worker threads are named `{prefix}{index}`, `index` in `1..threads`.
+    /// The prefix must not contain a NUL byte ([`build`](Self::build)
+    /// rejects it).
     pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.name_prefix = prefix.into();
         self
@@ -291,7 +328,8 @@ impl ThreadPoolBuilder {
     ///
     /// # Errors
     ///
-    /// As [`ThreadPool::new`].
+    /// As [`ThreadPool::new`], and [`PoolError::InvalidThreadName`] when
+    /// the thread-name prefix contains a NUL byte.
     pub fn build(self) -> Result<ThreadPool, PoolError> {
         let threads = self.threads.unwrap_or_else(default_threads);
         RawPool::spawn(PoolConfig {

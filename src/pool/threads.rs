@@ -11,24 +11,26 @@ use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Once;
 
+use super::MAX_THREADS;
+
 /// Environment variable that overrides [`default_threads`].
 pub const THREADS_ENV: &str = "INFERNO_THREADS";
 
-/// `INFERNO_THREADS` is set but is not a positive integer.
+/// `INFERNO_THREADS` is set but is not an integer in `1..=`[`MAX_THREADS`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{THREADS_ENV}={value:?} is not a positive integer thread count")]
+#[error("{THREADS_ENV}={value:?} is not a thread count from 1 to {MAX_THREADS}")]
 pub struct ThreadsEnvError {
     /// The rejected value.
     pub value: String,
 }
 
-/// Reads [`THREADS_ENV`]: `Ok(None)` when unset, `Ok(Some(n))` for a
-/// positive integer (surrounding whitespace allowed).
+/// Reads [`THREADS_ENV`]: `Ok(None)` when unset, `Ok(Some(n))` for an
+/// integer from 1 to [`MAX_THREADS`] (surrounding whitespace allowed).
 ///
 /// # Errors
 ///
-/// [`ThreadsEnvError`] when set to anything else (`0`, `-1`, `four`, or a
-/// value that is not Unicode).
+/// [`ThreadsEnvError`] when set to anything else (`0`, `-1`, `four`, a
+/// count above [`MAX_THREADS`], or a value that is not Unicode).
 pub fn threads_from_env() -> Result<Option<NonZeroUsize>, ThreadsEnvError> {
     match std::env::var_os(THREADS_ENV) {
         None => Ok(None),
@@ -40,14 +42,17 @@ fn parse_threads(value: &str) -> Result<NonZeroUsize, ThreadsEnvError> {
     value
         .trim()
         .parse::<NonZeroUsize>()
-        .map_err(|_| ThreadsEnvError {
+        .ok()
+        .filter(|n| n.get() <= MAX_THREADS)
+        .ok_or_else(|| ThreadsEnvError {
             value: value.to_owned(),
         })
 }
 
 /// The default pool size.
 ///
-/// 1. `INFERNO_THREADS`, if it is a positive integer. An invalid value is
+/// 1. `INFERNO_THREADS`, if it is an integer from 1 to [`MAX_THREADS`].
+///    An invalid value (including a larger count) is
 ///    reported once on standard error and ignored (use
 ///    [`threads_from_env`] to treat it as an error instead).
 /// 2. The number of physical performance cores this process may run on:
@@ -181,7 +186,12 @@ mod tests {
     #[test]
     fn parses_env_values() {
         assert_eq!(parse_threads(" 4\n").map(NonZeroUsize::get), Ok(4));
-        for bad in ["0", "-1", "four", "", "2.5"] {
+        assert_eq!(
+            parse_threads(&MAX_THREADS.to_string()).map(NonZeroUsize::get),
+            Ok(MAX_THREADS)
+        );
+        let too_many = (MAX_THREADS + 1).to_string();
+        for bad in ["0", "-1", "four", "", "2.5", &too_many, "281474976710656"] {
             let err = parse_threads(bad).unwrap_err();
             assert_eq!(err.value, bad);
             assert!(err.to_string().contains(THREADS_ENV));

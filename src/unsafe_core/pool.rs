@@ -1,5 +1,6 @@
-//! The spinning pool's protocol: one mailbox, one generation counter, one
-//! done counter, park/unpark, and panic forwarding.
+//! The spinning pool's protocol: one job word (share cursor, registered
+//! workers, park and stop bits) beside a one-job mailbox, park/unpark, and
+//! panic forwarding.
 //!
 //! `src/unsafe_core/PROTOCOL.md` describes the states and every ordering;
 //! the section names cited below (`[P-…]`) are its headings, and the
@@ -23,6 +24,9 @@ use crate::sync::{
     self, thread, Arc, AtomicBool, AtomicUsize, Backoff, Condvar, Mutex, Ordering, Step, UnsafeCell,
 };
 
+/// A caught panic.
+type Payload = Box<dyn Any + Send + 'static>;
+
 /// Runs share `id` of `n` of a type-erased job: `call(ctx, data, len, id,
 /// n)`. The function knows the closure's type `F` (and, for chunked jobs,
 /// the element type `T`).
@@ -30,8 +34,8 @@ type Call = unsafe fn(*const (), *mut (), usize, usize, usize);
 
 /// A type-erased job: the closure `&F` behind `ctx`, and for chunked jobs
 /// the slice being split (`data`, `len`). Carrying the slice in the job
-/// itself, on the cache line the workers already fetch to see the
-/// generation, saves each worker a dependent miss on the caller's stack.
+/// itself, on the cache line the workers already fetch to see the job
+/// open, saves each worker a dependent miss on the caller's stack.
 #[derive(Clone, Copy)]
 struct Job {
     call: Call,
@@ -55,77 +59,90 @@ impl Job {
     }
 }
 
-/// What the workers find when the generation moves.
-#[derive(Clone, Copy)]
-enum Mailbox {
-    /// Nothing posted (between dispatches: no pointer outlives its job).
-    Empty,
-    /// Run `job` with your id.
-    Run(Job),
-    /// Exit the worker loop.
-    Stop,
-}
-
-/// Low bit of `state`: a worker is (about to be) parked on the current
-/// generation and the next publish must wake it. See [P-park].
+/// Bit 0 of the job word: a worker is (about to be) parked and the next
+/// publish must wake it ([P-park]).
 const PARKED: usize = 1;
-/// The generation lives in the bits above [`PARKED`].
-const GEN_SHIFT: u32 = 1;
+/// Bit 1 of the job word: the pool is shutting down ([P-stop]).
+const STOP: usize = 2;
+/// The share cursor (next unclaimed share id) starts at this bit.
+const CURSOR_SHIFT: u32 = 2;
+/// Width of the cursor field and of the registered-worker field: half of
+/// what is left above the two flag bits (31 bits on 64-bit targets, 15 on
+/// 32-bit ones).
+const FIELD_BITS: u32 = (usize::BITS - CURSOR_SHIFT) / 2;
+const FIELD_MASK: usize = (1 << FIELD_BITS) - 1;
+/// Adding this to the word claims one share.
+const CURSOR_ONE: usize = 1 << CURSOR_SHIFT;
+/// The registered-worker count starts at this bit.
+const ACTIVE_SHIFT: u32 = CURSOR_SHIFT + FIELD_BITS;
+/// Adding this to the word registers one worker.
+const ACTIVE_ONE: usize = 1 << ACTIVE_SHIFT;
 
-/// What the dispatcher writes once per job and every spinning worker reads:
-/// one cache line, so a worker that sees the new generation gets the job
-/// with the same line transfer ([P-layout]).
-struct Board {
-    /// `generation << 1 | PARKED`.
-    state: AtomicUsize,
-    /// The job of the current generation ([P-publish]).
-    mailbox: UnsafeCell<Mailbox>,
+/// The largest number of threads (workers plus the caller) a pool accepts.
+///
+/// The share cursor and the count of registered workers share one atomic
+/// word ([P-word]); this bound keeps both fields far from overflowing on
+/// 32-bit targets too, and is above the core count of any machine the
+/// crate targets.
+pub const MAX_THREADS: usize = 4096;
+
+const _: () = assert!(MAX_THREADS < FIELD_MASK);
+
+/// The next unclaimed share id of the job word `word`.
+#[inline(always)]
+fn cursor(word: usize) -> usize {
+    (word >> CURSOR_SHIFT) & FIELD_MASK
 }
 
-/// What every worker writes once per job and the dispatcher reads.
-struct Tally {
-    /// Jobs finished by workers, summed over all generations: after
-    /// generation `g` the dispatcher waits for `g * workers` ([P-done]).
-    done: AtomicUsize,
+/// How many workers are registered in the job of `word`.
+#[inline(always)]
+fn active(word: usize) -> usize {
+    word >> ACTIVE_SHIFT
+}
+
+/// What the dispatcher writes once per job and the workers read: one cache
+/// line, so a worker that sees the job open gets the job itself with the
+/// same line transfer ([P-word]).
+struct Board {
+    /// `active << ACTIVE_SHIFT | cursor << CURSOR_SHIFT | STOP | PARKED`
+    /// ([P-word]).
+    word: AtomicUsize,
+    /// The job whose shares the cursor hands out ([P-publish]). Read only by
+    /// registered workers.
+    mailbox: UnsafeCell<Option<Job>>,
     /// Set when a worker stored a panic payload during the current job.
     panicked: AtomicBool,
 }
 
 /// State shared by the dispatcher and every worker.
-///
-/// The board is written by the dispatcher and read in a loop by every
-/// spinning worker; the tally is written by every worker and read in a
-/// loop by the dispatcher. Each sits alone on its cache line so the two
-/// traffic patterns do not collide (false sharing, [P-layout]).
 struct Shared {
     board: CachePadded<Board>,
-    tally: CachePadded<Tally>,
     /// Held by the one thread currently dispatching ([P-busy]).
     busy: CachePadded<AtomicBool>,
     /// The first panic payload caught on a worker during the current job.
-    panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
+    panic: Mutex<Option<Payload>>,
     /// Guards the park/wake handshake ([P-park]).
     sleep: Mutex<()>,
     wake: Condvar,
     /// Shares per job: workers plus the dispatching thread.
     threads: usize,
-    /// How long a worker spins after its last job before parking.
+    /// How long a worker waits actively after its last job before parking.
     spin: Duration,
 }
 
 // SAFETY: [POOL-SHARED] `Shared` is `!Sync` only because of `mailbox` (an
-// `UnsafeCell` holding a raw pointer). The mailbox is written only by the
-// thread holding `busy` (or by `Drop`, which has `&mut`), and only while no
-// worker reads it: before the Release swap of `state` that publishes a job,
-// and after the Acquire load of `done` that sees every worker finished.
-// Workers read it only after an Acquire load observed the new generation.
-// The pointer inside is dereferenced only through `call::<F>` while the
+// `UnsafeCell` holding raw pointers). The mailbox is written only by the
+// thread holding `busy`, and only while no worker is registered: before the
+// Release swap that opens a job, after the Acquire load that saw every
+// registered worker of the previous job leave. Workers read it only while
+// registered, after the Acquire compare-exchange that registered them. The
+// pointers inside are dereferenced only through `call::<F>` while the
 // dispatcher keeps `F` alive ([POOL-CTX]). Checked by: tests/loom_pool.rs
 // (every model; loom flags any unsynchronised mailbox access) and Miri over
 // `unsafe_core::pool::tests`.
 unsafe impl Sync for Shared {}
 // SAFETY: [POOL-SHARED] as above: the only non-`Send` field is the mailbox's
-// raw pointer, whose accesses are ordered by the protocol wherever the
+// raw pointers, whose accesses are ordered by the protocol wherever the
 // `Shared` lives. Checked by: tests/loom_pool.rs.
 unsafe impl Send for Shared {}
 
@@ -136,11 +153,27 @@ pub enum PoolError {
     /// A pool needs at least one thread (the caller).
     #[error("a thread pool needs at least 1 thread, got 0")]
     ZeroThreads,
+    /// More threads than [`MAX_THREADS`].
+    #[error("a thread pool takes at most {max} threads, got {requested}")]
+    TooManyThreads {
+        /// The requested pool size.
+        requested: usize,
+        /// The largest size accepted.
+        max: usize,
+    },
+    /// The thread-name prefix contains a NUL byte, which OS thread names
+    /// cannot hold.
+    #[error("thread name prefix {prefix:?} contains a NUL byte")]
+    InvalidThreadName {
+        /// The rejected prefix.
+        prefix: String,
+    },
     /// The OS refused to start a worker thread; the workers already started
     /// were stopped and joined.
     #[error("failed to spawn pool worker {index} of {threads}: {source}")]
     Spawn {
-        /// Share id of the worker that could not be started.
+        /// Index (1-based, among the `threads - 1` workers) of the worker
+        /// that could not be started.
         index: usize,
         /// Requested pool size.
         threads: usize,
@@ -175,45 +208,54 @@ impl std::fmt::Debug for RawPool {
 }
 
 impl RawPool {
-    /// Spawns `config.threads - 1` workers; the caller of `dispatch` is
-    /// share 0.
+    /// Spawns `config.threads - 1` workers; the caller of `dispatch` runs
+    /// shares too.
     pub(crate) fn spawn(config: PoolConfig) -> Result<Self, PoolError> {
-        if config.threads == 0 {
+        let threads = config.threads;
+        if threads == 0 {
             return Err(PoolError::ZeroThreads);
+        }
+        if threads > MAX_THREADS {
+            return Err(PoolError::TooManyThreads {
+                requested: threads,
+                max: MAX_THREADS,
+            });
+        }
+        if config.name_prefix.contains('\0') {
+            return Err(PoolError::InvalidThreadName {
+                prefix: config.name_prefix,
+            });
         }
         let shared = Arc::new(Shared {
             board: CachePadded::new(Board {
-                state: AtomicUsize::new(0),
-                mailbox: UnsafeCell::new(Mailbox::Empty),
-            }),
-            tally: CachePadded::new(Tally {
-                done: AtomicUsize::new(0),
+                word: AtomicUsize::new(closed_word(threads)),
+                mailbox: UnsafeCell::new(None),
                 panicked: AtomicBool::new(false),
             }),
             busy: CachePadded::new(AtomicBool::new(false)),
             panic: Mutex::new(None),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
-            threads: config.threads,
+            threads,
             spin: config.spin,
         });
         let mut pool = RawPool {
             shared,
-            workers: Vec::with_capacity(config.threads - 1),
+            workers: Vec::with_capacity(threads - 1),
         };
-        for id in 1..config.threads {
+        for index in 1..threads {
             let shared = Arc::clone(&pool.shared);
-            let mut builder = thread::Builder::new().name(format!("{}{id}", config.name_prefix));
+            let mut builder = thread::Builder::new().name(format!("{}{index}", config.name_prefix));
             if let Some(size) = config.stack_size {
                 builder = builder.stack_size(size);
             }
-            match builder.spawn(move || worker_main(&shared, id)) {
+            match builder.spawn(move || worker_main(&shared)) {
                 Ok(handle) => pool.workers.push(handle),
                 // Dropping `pool` stops and joins the workers started so far.
                 Err(source) => {
                     return Err(PoolError::Spawn {
-                        index: id,
-                        threads: config.threads,
+                        index,
+                        threads,
                         source,
                     })
                 }
@@ -232,9 +274,11 @@ impl RawPool {
     /// and returns when all have finished. A panic in any share is resumed
     /// here after every share has finished.
     ///
-    /// When another dispatch holds the pool (a second thread, or a job
-    /// dispatching from inside itself), every share runs inline on the
-    /// calling thread instead ([P-busy]).
+    /// Shares are claimed, not assigned: the caller and every worker that
+    /// registers in time take the next unclaimed id until none is left
+    /// ([P-claim]). When another dispatch holds the pool (a second thread,
+    /// or a job dispatching from inside itself), every share runs inline on
+    /// the calling thread instead ([P-busy]).
     #[inline]
     pub(crate) fn dispatch<F>(&self, f: &F)
     where
@@ -247,13 +291,14 @@ impl RawPool {
             len: 0,
         };
         // SAFETY: [POOL-CTX] `job` borrows only `f`, which outlives this
-        // call. Checked by: tests/loom_pool.rs::panic_in_share, Miri.
+        // call. Checked by: tests/loom_pool.rs::caller_outlives_registered_workers,
+        // ::panic_in_share, Miri.
         unsafe { self.execute(job) }
     }
 
     /// Splits `data` into `self.threads()` contiguous chunks with
-    /// [`split`] and runs `f(range, chunk)` on each non-empty one from its
-    /// own share.
+    /// [`split`] and runs `f(range, chunk)` on each non-empty one, each
+    /// chunk from the share of its index.
     #[inline]
     pub(crate) fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: &F)
     where
@@ -268,20 +313,23 @@ impl RawPool {
         };
         // SAFETY: [DISJOINT-SPLIT] `job` borrows `f` and `data`, both alive
         // for this call; `data` is exclusively ours (`&mut`) and `execute`
-        // runs each share id once, so the chunks `call_chunk` makes from
-        // `split` never overlap. `T: Send` because chunks go to workers.
-        // Checked by: tests/prop_split.rs::chunks_touch_each_once,
-        // tests/loom_pool.rs::chunk_writes_visible, Miri.
+        // runs each share id once (claimed from the cursor), so the chunks
+        // `call_chunk` makes from `split` never overlap. `T: Send` because
+        // chunks go to workers. Checked by:
+        // tests/prop_split.rs::chunks_touch_each_once,
+        // tests/loom_pool.rs::chunk_writes_visible, ::each_share_once_two_workers,
+        // Miri.
         unsafe { self.execute(job) }
     }
 
-    /// Runs every share of `job` (share 0 on this thread) and returns when
-    /// all have finished, resuming the first panic of any share.
+    /// Runs every share of `job` and returns when all have finished,
+    /// resuming the first panic of any share.
     ///
     /// # Safety
     ///
     /// The borrows `job` was built from outlive this call, and running each
-    /// share id of `0..threads` once is sound for it (`Job::run`).
+    /// share id of `0..threads` once, on any thread, is sound for it
+    /// (`Job::run`).
     unsafe fn execute(&self, job: Job) {
         let n = self.shared.threads;
         if n == 1 {
@@ -297,41 +345,59 @@ impl RawPool {
 
         self.shared.board.mailbox.with_mut(|slot| {
             // SAFETY: [POOL-MAILBOX] we hold `busy`, so no other dispatcher
-            // writes the mailbox, and every worker finished reading the
-            // previous job before its Release increment of `done`, which our
-            // predecessor (or we) observed with Acquire before releasing
-            // `busy`; our Acquire of `busy` makes that chain ours. Checked by:
-            // tests/loom_pool.rs::repeated_generations, ::busy_two_dispatchers.
-            unsafe { *slot = Mailbox::Run(job) }
+            // writes the mailbox; the job word is closed (cursor at `n`) with
+            // no registered worker, so no worker reads the mailbox: every
+            // worker registered in an earlier job left it with a Release
+            // decrement that our predecessor (or we) observed with Acquire
+            // before releasing `busy`, and our Acquire of `busy` makes that
+            // chain ours. Checked by: tests/loom_pool.rs::repeated_generations,
+            // ::late_worker_never_touches_closed_job, ::busy_two_dispatchers.
+            unsafe { *slot = Some(job) }
         });
-        let generation = self.shared.publish();
+        // Opens the job with share 0 already claimed by us.
+        self.shared.publish(CURSOR_ONE);
 
-        // SAFETY: [POOL-CTX] this function's contract.
-        let mine = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run(0, n) }));
-        // Whatever share 0 did, the job's borrows must outlive every
-        // worker's use of them: wait for all of them before anything can
-        // unwind past this frame.
-        self.shared.wait_done(generation.wrapping_mul(n - 1));
-        self.shared.board.mailbox.with_mut(|slot| {
-            // SAFETY: [POOL-MAILBOX] every worker finished this job (Acquire
-            // on `done` in `wait_done`) and none reads the mailbox again
-            // before the next publish, which only a `busy` holder makes.
-            // Checked by: tests/loom_pool.rs::repeated_generations.
-            unsafe { *slot = Mailbox::Empty }
-        });
+        let mut first_panic = None;
+        let mut id = 0;
+        loop {
+            // SAFETY: [POOL-CTX] this function's contract; `id` was claimed
+            // from the cursor, so no other thread runs it.
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run(id, n) }));
+            if let Err(payload) = outcome {
+                keep_first(&mut first_panic, payload);
+            }
+            match self.shared.claim(n) {
+                Some(next) => id = next,
+                None => break,
+            }
+        }
+        // Every share is claimed. The job's borrows must outlive every
+        // registered worker's use of them: wait for them to leave before
+        // anything can unwind past this frame. Workers that never registered
+        // are not waited for, and cannot register any more ([P-claim]).
+        self.shared.wait_registered_left();
         let theirs = self.shared.take_panic();
         drop(busy);
-        if let Err(payload) = mine {
-            panic::resume_unwind(payload);
-        }
-        if let Some(payload) = theirs {
-            panic::resume_unwind(payload);
+        match (first_panic, theirs) {
+            (Some(mine), theirs) => {
+                if let Some(surplus) = theirs {
+                    drop_payload(surplus);
+                }
+                panic::resume_unwind(mine);
+            }
+            (None, Some(theirs)) => panic::resume_unwind(theirs),
+            (None, None) => {}
         }
     }
 
     /// Hands out `chunk`-sized ranges of `data` from a shared atomic cursor,
     /// so fast threads take more chunks than slow ones; runs `f(range,
     /// chunk)` on each.
+    ///
+    /// Built on `dispatch`: every share that runs (claimed by the caller or
+    /// by a worker that registered in time, [P-claim]) takes ranges until
+    /// none is left, so a share claimed late finds the work already done and
+    /// returns at once.
     pub(crate) fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: &F)
     where
         T: Send,
@@ -345,7 +411,7 @@ impl RawPool {
             // Claim `start..end` by moving the cursor from `start` to `end`;
             // the cursor never passes `len`, so it cannot overflow. Relaxed:
             // the cursor only has to hand out distinct ranges; the data
-            // written is published by `done` ([P-done]).
+            // written is published by the leave/wait pair ([P-claim]).
             let claimed = cursor.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |start| {
                 (start < len).then(|| start + chunk.min(len - start))
             });
@@ -367,14 +433,10 @@ impl Drop for RawPool {
         if self.workers.is_empty() {
             return;
         }
-        self.shared.board.mailbox.with_mut(|slot| {
-            // SAFETY: [POOL-MAILBOX] `&mut self`: no dispatch is in flight
-            // (each one waits for every worker before returning), so no
-            // worker is reading the mailbox. Checked by:
-            // tests/loom_pool.rs::shutdown.
-            unsafe { *slot = Mailbox::Stop }
-        });
-        self.shared.publish();
+        // `&mut self`: no dispatch is in flight and no worker is registered
+        // (each dispatch waits for its registered workers before it
+        // returns). Workers seeing STOP exit without reading the mailbox.
+        self.shared.publish(STOP | closed_word(self.shared.threads));
         for worker in self.workers.drain(..) {
             // Workers catch every job panic, so a join error cannot carry
             // one of ours; there is nothing useful to do with it in drop.
@@ -383,27 +445,30 @@ impl Drop for RawPool {
     }
 }
 
+/// The job word of a pool of `n` threads with no open job: every share
+/// claimed, no worker registered.
+#[inline(always)]
+fn closed_word(n: usize) -> usize {
+    n << CURSOR_SHIFT
+}
+
 impl Shared {
-    /// Moves the generation on, publishing the mailbox, and wakes parked
-    /// workers if there are any ([P-publish], [P-park]). Returns the new
-    /// generation.
+    /// Replaces the job word with `next` (a job opened with its cursor
+    /// past the shares the caller took, or the stop word), publishing the
+    /// mailbox, and wakes parked workers if there are any ([P-publish],
+    /// [P-park]).
     #[inline]
-    fn publish(&self) -> usize {
-        // Relaxed: only `busy` holders (or `Drop`) change the generation
-        // bits, and we synchronised with the previous one through `busy`.
-        let generation = (self.board.state.load(Ordering::Relaxed) >> GEN_SHIFT).wrapping_add(1);
-        let next = generation << GEN_SHIFT;
-        // Release: the mailbox write above happens-before any worker's
-        // Acquire load that sees `next` ([P-publish]). A swap, not a store:
-        // it reads the latest `PARKED` bit in `state`'s modification order,
-        // which is what makes the park handshake lose no wake-up ([P-park]).
-        let previous = self.board.state.swap(next, Ordering::Release);
+    fn publish(&self, next: usize) {
+        // Release: the mailbox write above happens-before the Acquire
+        // compare-exchange of any worker that registers in this job
+        // ([P-publish]). A swap, not a store: it reads the latest `PARKED`
+        // bit in the word's modification order, which is what makes the
+        // park handshake lose no wake-up ([P-park]).
+        let previous = self.board.word.swap(next, Ordering::Release);
+        debug_assert_eq!(active(previous), 0, "a job opened with a registered worker");
         if previous & PARKED != 0 {
             self.wake_parked();
         }
-        // The generation keeps `usize::BITS - 1` bits, so it wraps after
-        // 2^63 jobs on 64-bit targets, centuries at any dispatch rate.
-        next >> GEN_SHIFT
     }
 
     #[cold]
@@ -414,15 +479,80 @@ impl Shared {
         self.wake.notify_all();
     }
 
-    /// Waits until the done tally reaches `target`: spins, then spins and
-    /// yields ([`Backoff`]), never parks.
+    /// Claims the next unclaimed share of the open job for a thread that
+    /// already takes part in it (the caller, or a registered worker), or
+    /// returns `None` once every share is claimed ([P-claim]).
     #[inline]
-    fn wait_done(&self, target: usize) {
+    fn claim(&self, n: usize) -> Option<usize> {
+        // Relaxed: the claimer already has the job (the caller built it; a
+        // registered worker acquired it when registering); the cursor only
+        // has to hand out distinct ids ([P-claim]).
+        let mut word = self.board.word.load(Ordering::Relaxed);
+        loop {
+            let next = cursor(word);
+            if next >= n {
+                return None;
+            }
+            // Relaxed: as above.
+            match self.board.word.compare_exchange_weak(
+                word,
+                word + CURSOR_ONE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(next),
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Registers the calling worker in the open job of `word` and claims a
+    /// share for it, in one compare-exchange; `None` when the job is closed
+    /// (every share claimed) or the pool is stopping ([P-claim]).
+    #[inline]
+    fn register(&self, mut word: usize, n: usize) -> Option<usize> {
+        loop {
+            let next = cursor(word);
+            if word & STOP != 0 || next >= n {
+                return None;
+            }
+            // Acquire on success: reads the publishing swap's Release (or a
+            // later read-modify-write of the word, which continues its
+            // release sequence), so the mailbox write happens-before our
+            // read of it. Relaxed on failure: we only retry ([P-claim]).
+            match self.board.word.compare_exchange_weak(
+                word,
+                word + CURSOR_ONE + ACTIVE_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(next),
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Unregisters the calling worker; its last touch of the job.
+    #[inline]
+    fn leave(&self) {
+        // Release: our shares' writes (and our read of the mailbox) happen-
+        // before the caller's Acquire load that sees the registered count
+        // reach zero ([P-claim]).
+        self.board.word.fetch_sub(ACTIVE_ONE, Ordering::Release);
+    }
+
+    /// Waits until no worker is registered in the current job (whose shares
+    /// are all claimed): spins, then spins and yields ([`Backoff`]), never
+    /// parks.
+    #[inline]
+    fn wait_registered_left(&self) {
         let mut backoff = Backoff::new(Duration::MAX);
-        // Acquire: pairs with each worker's Release increment, so their
-        // writes (the job's output) are visible once we see `target`
-        // ([P-done]).
-        while self.tally.done.load(Ordering::Acquire) != target {
+        // Acquire: reads the last leave in the word's modification order;
+        // every earlier leave heads a release sequence that this value
+        // continues (each later change is a read-modify-write), so every
+        // registered worker's writes are visible once the count is zero
+        // ([P-claim]).
+        while active(self.board.word.load(Ordering::Acquire)) != 0 {
             match backoff.step() {
                 Step::Spin | Step::Park => sync::spin_loop(),
                 Step::Yield => sync::yield_now(),
@@ -430,47 +560,50 @@ impl Shared {
         }
     }
 
-    /// Returns the first generation different from `seen`: spins, then
-    /// spins and yields, and parks once the configured spin time is spent
-    /// ([P-park]).
+    /// Returns the first job word with an unclaimed share or the stop bit:
+    /// spins, then spins and yields, and parks once the configured spin
+    /// time is spent ([P-park]).
     #[inline]
-    fn wait_for_job(&self, seen: usize) -> usize {
+    fn wait_for_job(&self) -> usize {
+        let n = self.threads;
         let mut backoff = Backoff::new(self.spin);
         loop {
-            // Acquire: pairs with the Release swap in `publish`, making the
-            // mailbox write visible ([P-publish]).
-            let generation = self.board.state.load(Ordering::Acquire) >> GEN_SHIFT;
-            if generation != seen {
-                return generation;
+            // Acquire: not needed for the job (registering acquires it), but
+            // it orders our later compare-exchange after the publish we saw,
+            // so that compare-exchange cannot read the previous job's closed
+            // word and miss the new job ([P-claim]).
+            let word = self.board.word.load(Ordering::Acquire);
+            if word & STOP != 0 || cursor(word) < n {
+                return word;
             }
             match backoff.step() {
                 Step::Spin => sync::spin_loop(),
                 Step::Yield => sync::yield_now(),
-                Step::Park => return self.park(seen),
+                Step::Park => return self.park(),
             }
         }
     }
 
-    /// Sleeps until the generation moves past `seen` ([P-park]).
+    /// Sleeps until a job opens or the pool stops ([P-park]).
     #[cold]
-    fn park(&self, seen: usize) -> usize {
+    fn park(&self) -> usize {
+        let n = self.threads;
         let mut guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             // Acquire: as in `wait_for_job`.
-            let state = self.board.state.load(Ordering::Acquire);
-            let generation = state >> GEN_SHIFT;
-            if generation != seen {
-                return generation;
+            let word = self.board.word.load(Ordering::Acquire);
+            if word & STOP != 0 || cursor(word) < n {
+                return word;
             }
-            if state & PARKED == 0 {
-                // Announce the sleep only if the generation is still
-                // `seen`: a publish in between makes the CAS fail and we
+            if word & PARKED == 0 {
+                // Announce the sleep only if the word is still closed and
+                // unchanged: a publish in between makes the CAS fail and we
                 // re-read. Relaxed: the bit carries no data; the job is
-                // synchronised by the Acquire load above once we wake.
+                // acquired by registering once we wake ([P-park]).
                 if self
                     .board
-                    .state
-                    .compare_exchange(state, state | PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                    .word
+                    .compare_exchange(word, word | PARKED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_err()
                 {
                     continue;
@@ -484,26 +617,34 @@ impl Shared {
     }
 
     #[cold]
-    fn record_panic(&self, payload: Box<dyn Any + Send + 'static>) {
-        let mut slot = self.panic.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(payload);
+    fn record_panic(&self, payload: Payload) {
+        let surplus = {
+            let mut slot = self.panic.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.is_none() {
+                *slot = Some(payload);
+                None
+            } else {
+                Some(payload)
+            }
+        };
+        // Relaxed: published by the worker's Release leave that follows
+        // ([P-panic]).
+        self.board.panicked.store(true, Ordering::Relaxed);
+        if let Some(payload) = surplus {
+            drop_payload(payload);
         }
-        // Relaxed: published by the worker's Release `done` increment that
-        // follows ([P-panic]).
-        self.tally.panicked.store(true, Ordering::Relaxed);
     }
 
     /// The panic a worker caught during the job that just finished, if any.
-    /// Only the dispatcher calls this, after `wait_done`.
+    /// Only the dispatcher calls this, after `wait_registered_left`.
     #[inline]
-    fn take_panic(&self) -> Option<Box<dyn Any + Send + 'static>> {
-        // Relaxed: `wait_done`'s Acquire already ordered every worker's
-        // store before this load ([P-panic]).
-        if !self.tally.panicked.load(Ordering::Relaxed) {
+    fn take_panic(&self) -> Option<Payload> {
+        // Relaxed: `wait_registered_left`'s Acquire already ordered every
+        // registered worker's store before this load ([P-panic]).
+        if !self.board.panicked.load(Ordering::Relaxed) {
             return None;
         }
-        self.tally.panicked.store(false, Ordering::Relaxed);
+        self.board.panicked.store(false, Ordering::Relaxed);
         self.panic
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -511,46 +652,86 @@ impl Shared {
     }
 }
 
-/// A worker's life: wait for a generation, run its share, count itself
-/// done, repeat until the mailbox says stop.
-fn worker_main(shared: &Shared, id: usize) {
-    let mut seen = 0;
+/// Drops a panic payload whose `Drop` may itself panic: such a second panic
+/// is caught, and its own payload forgotten rather than dropped, so nothing
+/// escapes ([P-panic]).
+#[cold]
+fn drop_payload(payload: Payload) {
+    if let Err(inner) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(inner);
+    }
+}
+
+/// Keeps the first payload in `slot` and drops any later one safely.
+#[cold]
+fn keep_first(slot: &mut Option<Payload>, payload: Payload) {
+    if slot.is_none() {
+        *slot = Some(payload);
+    } else {
+        drop_payload(payload);
+    }
+}
+
+/// A worker's registration in one job; dropping it leaves the job, so the
+/// leave happens on every path out of the registered section, unwinding
+/// included.
+struct Registration<'a>(&'a Shared);
+
+impl Drop for Registration<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+/// A worker's life: wait for an open job, register and claim a share, run
+/// shares until none is left, leave, repeat until the pool stops.
+fn worker_main(shared: &Shared) {
+    let n = shared.threads;
     loop {
-        seen = shared.wait_for_job(seen);
+        let word = shared.wait_for_job();
+        if word & STOP != 0 {
+            return;
+        }
+        let Some(mut id) = shared.register(word, n) else {
+            // The job closed before we got in: never read it.
+            continue;
+        };
+        let registration = Registration(shared);
         let mailbox = shared.board.mailbox.with(|slot| {
-            // SAFETY: [POOL-MAILBOX] we observed the new generation with
-            // Acquire, which synchronises with the Release publish that
-            // followed the mailbox write, and the dispatcher does not write
-            // it again before we increment `done`. Checked by:
-            // tests/loom_pool.rs::job_visible_to_workers.
+            // SAFETY: [POOL-MAILBOX] we are registered: our Acquire
+            // compare-exchange read the publishing swap's release sequence,
+            // so the mailbox write happens-before this read, and the
+            // dispatcher neither returns nor writes the mailbox again before
+            // our leave. Checked by: tests/loom_pool.rs::job_visible_to_workers,
+            // ::late_worker_never_touches_closed_job.
             unsafe { *slot }
         });
-        let job = match mailbox {
-            Mailbox::Run(job) => job,
-            Mailbox::Stop => return,
-            // Unreachable by the protocol (a generation is only published
-            // with `Run` or `Stop` in the mailbox); count ourselves done so
-            // a dispatcher could never hang on it.
-            Mailbox::Empty => {
-                shared.tally.done.fetch_add(1, Ordering::Release);
-                continue;
+        // `None` is unreachable by the protocol (a job is opened only after
+        // the mailbox holds it); leaving at once is still correct.
+        if let Some(job) = mailbox {
+            loop {
+                let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+                    // SAFETY: [POOL-CTX] the dispatcher's `execute` keeps the
+                    // job's borrows alive and does not return (or unwind)
+                    // before we leave; `id` was claimed from the cursor, so
+                    // no other thread runs it. Checked by:
+                    // tests/loom_pool.rs::caller_outlives_registered_workers,
+                    // ::panics_in_two_workers, tests/pool_lifecycle.rs, Miri.
+                    unsafe { job.run(id, n) }
+                }));
+                if let Err(payload) = outcome {
+                    shared.record_panic(payload);
+                }
+                match shared.claim(n) {
+                    Some(next) => id = next,
+                    None => break,
+                }
             }
-        };
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            // SAFETY: [POOL-CTX] the dispatcher's `execute` keeps the job's
-            // borrows alive and does not return (or unwind) before our
-            // `done` increment below; each worker runs only its own id.
-            // Checked by: tests/loom_pool.rs::panic_in_share,
-            // tests/pool_lifecycle.rs, Miri.
-            unsafe { job.run(id, shared.threads) }
-        }));
-        if let Err(payload) = outcome {
-            shared.record_panic(payload);
         }
-        // Release: our share's writes happen-before the dispatcher's Acquire
-        // that sees the count ([P-done]). After this increment the job's
-        // closure may be gone: we must not touch `job` again.
-        shared.tally.done.fetch_add(1, Ordering::Release);
+        // After this the job's closure may be gone: we must not touch `job`
+        // again.
+        drop(registration);
     }
 }
 
@@ -569,7 +750,7 @@ unsafe fn run_inline(job: Job, n: usize) {
         // run one after another, each once.
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run(id, n) }));
         if let Err(payload) = outcome {
-            first_panic.get_or_insert(payload);
+            keep_first(&mut first_panic, payload);
         }
     }
     if let Some(payload) = first_panic {
@@ -778,5 +959,46 @@ mod tests {
             });
         }
         assert_eq!(count.load(Ordering::Relaxed), 6);
+    }
+
+    /// The job word after a dispatch is the word before it: nothing in the
+    /// protocol counts dispatches, so nothing can wrap, whatever the width
+    /// of `usize` ([P-word]).
+    #[test]
+    fn state_does_not_count_dispatches() {
+        for threads in [2, 3] {
+            let p = pool(threads, Duration::from_micros(50));
+            let closed = closed_word(threads);
+            let word = || p.shared.board.word.load(Ordering::Acquire) & !PARKED;
+            assert_eq!(word(), closed);
+            for _ in 0..100 {
+                p.dispatch(&|_, _| {});
+                assert_eq!(word(), closed);
+            }
+        }
+    }
+
+    #[test]
+    fn word_fields_hold_the_largest_pool() {
+        let full = closed_word(MAX_THREADS) + (MAX_THREADS - 1) * ACTIVE_ONE + STOP + PARKED;
+        assert_eq!(cursor(full), MAX_THREADS);
+        assert_eq!(active(full), MAX_THREADS - 1);
+        // One more claim and registration than the largest pool can make.
+        let over = full + CURSOR_ONE + ACTIVE_ONE;
+        assert_eq!(cursor(over), MAX_THREADS + 1);
+        assert_eq!(active(over), MAX_THREADS);
+    }
+
+    #[test]
+    fn caller_runs_every_share_when_workers_are_parked() {
+        // Workers park at once; shares are claimed by whoever runs, so the
+        // dispatch completes even if no worker wakes in time.
+        let p = pool(3, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        let hits: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+        p.dispatch(&|id, _| {
+            hits[id].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
     }
 }

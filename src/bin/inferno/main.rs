@@ -182,13 +182,17 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
     bench::run(&plan)
 }
 
+/// What a `--features loom` build prints instead of running.
+const LOOM_BUILD: &str = "error: this `inferno` binary was built with the `loom` feature, which \
+replaces the pool's atomics and threads with loom's model-checking versions; they only work \
+inside a loom test. Rebuild without it: `cargo build --release`.";
+
 fn main() -> ExitCode {
+    // `cargo test --features loom` also rebuilds this binary; refuse to run
+    // it rather than panic deep inside the pool.
     if cfg!(feature = "loom") {
-        eprintln!(
-            "inferno: this binary was built with the `loom` feature, which swaps the pool's \
-             atomics for loom's model checker; rebuild without it (cargo build --release)"
-        );
-        return ExitCode::FAILURE;
+        eprintln!("{LOOM_BUILD}");
+        return ExitCode::from(2);
     }
     let result = match Cli::parse().command {
         Some(Command::Inspect(args)) => return inspect::run(&args),
