@@ -54,8 +54,7 @@ fn replay(path: &Path) -> Result<(), ModelError> {
 
 #[test]
 fn every_regression_file_gives_its_expected_outcome() {
-    let entries = std::fs::read_dir(dir())
-        .unwrap_or_else(|e| panic!("{}: {e}", dir().display()));
+    let entries = std::fs::read_dir(dir()).unwrap_or_else(|e| panic!("{}: {e}", dir().display()));
     let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
     paths.sort();
     let mut count = 0;
@@ -183,7 +182,12 @@ fn write_hostile_files() {
         ),
         (
             "hostile-q4_0-projection--blk.0.attn_q.weight",
-            small().tensor("blk.0.attn_q.weight", GgmlType::Q4_0, &[32, 32], vec![0u8; 18 * 32]),
+            small().tensor(
+                "blk.0.attn_q.weight",
+                GgmlType::Q4_0,
+                &[32, 32],
+                vec![0u8; 18 * 32],
+            ),
         ),
         (
             "hostile-output-shape--output.weight",

@@ -476,7 +476,7 @@ impl Model {
                     }
                     _ => {
                         let d = u.choose_index(dims.len())?;
-                        dims[d] = dims[d] * 2;
+                        dims[d] = dims[d].saturating_mul(2);
                     }
                 }
                 self.put_tensor(&name, ty, &dims, i as u8);
@@ -489,7 +489,7 @@ impl Model {
                     1 => &[h, 100],
                     2 => &[512, h],
                     3 => &[h, 512, 1],
-                    4 => &[2 * h, 512],
+                    4 => &[h.saturating_mul(2), 512],
                     _ => &[h],
                 };
                 let dims = dims.to_vec();
@@ -550,7 +550,8 @@ impl Model {
                     .iter()
                     .find(|t| t.0 == "token_embd.weight")
                     .and_then(|t| t.2.get(1).copied())
-                    .unwrap_or(512);
+                    .unwrap_or(512)
+                    .min(4096);
                 let v = match u.int_in_range(0..=4u8)? {
                     0 => tokens(rows.saturating_sub(1)),
                     1 => tokens(rows + 1),
@@ -620,7 +621,9 @@ fn check_model(gguf: &Gguf<'_>, model: &Qwen3<'_>) {
     assert!(c.rms_eps.is_finite() && c.rms_eps > 0.0);
     assert!(c.context > 0);
     assert_eq!(model.weights.layers.len(), c.layers);
-    let embd = gguf.tensor("token_embd.weight").expect("loaded model has one");
+    let embd = gguf
+        .tensor("token_embd.weight")
+        .expect("loaded model has one");
     assert_eq!(embd.dims, [c.hidden as u64, c.vocab as u64]);
     let lm = model.weights.lm_head();
     assert_eq!((lm.rows(), lm.cols()), (c.vocab, c.hidden));
