@@ -10,7 +10,7 @@
 //!   Q8_0 (Gaussian, std 0.02), norm weights F32 near 1;
 //! * metadata has the keys llama.cpp reads for `qwen3`;
 //! * the vocabulary is a consistent byte-level BPE with Qwen3's added
-//!   tokens ([`vocab`]).
+//!   tokens ([`vocab`](mod@vocab)).
 //!
 //! ```
 //! use inferno_cpu::gguf::Gguf;
