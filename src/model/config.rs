@@ -55,7 +55,9 @@ impl Qwen3Config {
     /// non-numeric type; [`ModelError::InvalidValue`] for a value out of
     /// range or inconsistent with another (zero sizes, `head_count_kv` not
     /// dividing `head_count`, an odd head width, widths that are not whole
-    /// Q8_0 blocks, a non-finite or non-positive epsilon or RoPE base);
+    /// Q8_0 blocks, a non-finite or non-positive epsilon or RoPE base, a
+    /// `qwen3.vocab_size` or a `tokenizer.ggml.tokens` list that disagrees
+    /// with the embedding's row count);
     /// [`ModelError::TensorShape`] if `token_embd.weight` is not
     /// `[embedding_length, vocab]`.
     pub fn from_gguf(gguf: &Gguf<'_>) -> Result<Self, ModelError> {
@@ -73,8 +75,13 @@ impl Qwen3Config {
         let heads = dim(meta, &key("attention.head_count"))?;
         let kv_key = key("attention.head_count_kv");
         let kv_heads = optional_dim(meta, &kv_key)?.unwrap_or(heads);
+        // Without `key_length` the head width is derived from the head
+        // count, so an unusable width is that key's fault.
         let k_key = key("attention.key_length");
-        let head_dim = optional_dim(meta, &k_key)?.unwrap_or(hidden / heads);
+        let (head_dim, hd_key) = match optional_dim(meta, &k_key)? {
+            Some(d) => (d, k_key.clone()),
+            None => (hidden / heads, key("attention.head_count")),
+        };
         let v_key = key("attention.value_length");
         let v_dim = optional_dim(meta, &v_key)?.unwrap_or(head_dim);
         let context = dim(meta, &key("context_length"))?;
@@ -93,7 +100,7 @@ impl Qwen3Config {
         }
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(ModelError::invalid(
-                &k_key,
+                &hd_key,
                 format!("head width {head_dim} must be even and nonzero (RoPE rotates pairs)"),
             ));
         }
@@ -118,7 +125,7 @@ impl Qwen3Config {
         // Q8_0 product, so it must be whole blocks too.
         if !(heads * head_dim).is_multiple_of(QK8_0) {
             return Err(ModelError::invalid(
-                &k_key,
+                &hd_key,
                 format!(
                     "{heads} heads x {head_dim} = {} is not a multiple of the Q8_0 block size {QK8_0}",
                     heads * head_dim
@@ -152,6 +159,7 @@ impl Qwen3Config {
                 })
             }
         };
+        check_vocab(meta, &key("vocab_size"), vocab)?;
         Ok(Self {
             vocab,
             hidden,
@@ -177,6 +185,49 @@ impl Qwen3Config {
     }
 }
 
+/// Key of the tokenizer's vocabulary, one string per token id.
+const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
+/// The vocabulary the metadata states (`vocab_size`, and the tokenizer's
+/// token list), where it states one, must be the embedding's row count:
+/// otherwise the tokenizer produces ids the embedding has no row for, or
+/// the logits name tokens the tokenizer cannot decode.
+fn check_vocab(meta: &Metadata, size_key: &str, vocab: usize) -> Result<(), ModelError> {
+    if let Some(n) = optional_int(meta, size_key)? {
+        if n != vocab as i128 {
+            return Err(ModelError::invalid(
+                size_key,
+                format!("{n} differs from the {vocab} rows of token_embd.weight"),
+            ));
+        }
+    }
+    match meta.get(TOKENS_KEY) {
+        None => Ok(()),
+        Some(Value::Array(tokens)) if tokens.element_type() == ValueType::String => {
+            if tokens.len() != vocab {
+                return Err(ModelError::invalid(
+                    TOKENS_KEY,
+                    format!(
+                        "{} tokens, but token_embd.weight has {vocab} rows",
+                        tokens.len()
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Some(other) => Err(ModelError::invalid(
+            TOKENS_KEY,
+            format!(
+                "expected an array of strings, found {}",
+                match other {
+                    Value::Array(a) => format!("an array of {}", a.element_type()),
+                    v => v.value_type().to_string(),
+                }
+            ),
+        )),
+    }
+}
+
 /// A size: a required non-negative integer in `1..=MAX_DIM`.
 fn dim(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
     optional_dim(meta, key)?.ok_or_else(|| {
@@ -190,6 +241,21 @@ fn dim(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
 /// A size if the key is present. Any integer type is accepted (writers
 /// differ: llama.cpp writes `u32`, some tools `u64` or `i32`).
 fn optional_dim(meta: &Metadata, key: &str) -> Result<Option<usize>, ModelError> {
+    let Some(n) = optional_int(meta, key)? else {
+        return Ok(None);
+    };
+    if !(1..=i128::from(MAX_DIM)).contains(&n) {
+        return Err(ModelError::invalid(
+            key,
+            format!("{n} is outside the accepted range 1..={MAX_DIM}"),
+        ));
+    }
+    // In range, so it fits in usize (MAX_DIM < 2^32).
+    Ok(Some(n as usize))
+}
+
+/// An integer of any integer type if the key is present.
+fn optional_int(meta: &Metadata, key: &str) -> Result<Option<i128>, ModelError> {
     let Some(value) = meta.get(key) else {
         return Ok(None);
     };
@@ -211,14 +277,7 @@ fn optional_dim(meta: &Metadata, key: &str) -> Result<Option<usize>, ModelError>
             .into())
         }
     };
-    if !(1..=i128::from(MAX_DIM)).contains(&n) {
-        return Err(ModelError::invalid(
-            key,
-            format!("{n} is outside the accepted range 1..={MAX_DIM}"),
-        ));
-    }
-    // In range, so it fits in usize (MAX_DIM < 2^32).
-    Ok(Some(n as usize))
+    Ok(Some(n))
 }
 
 /// A float if the key is present, as `f32` or `f64`.

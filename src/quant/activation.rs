@@ -19,7 +19,7 @@ use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 /// One quantized activation block, laid out for the kernels.
 ///
 /// Invariant (relied on by the AVX2 kernel's sign trick): every `qs` value
-/// lies in `-127..=127`, which [`quantize_block_q8_0`] guarantees.
+/// lies in `-127..=127`, which [`quantize_block_q8_0`](super::quantize_block_q8_0) guarantees.
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C, align(32))]
 pub(crate) struct ActBlock {

@@ -14,7 +14,12 @@ pub struct Edit {
 impl Edit {
     /// The synthetic tiny Qwen3 model, seed 7.
     pub fn tiny() -> Self {
-        let bytes = model_bytes(&SynthConfig::tiny(), 7).unwrap();
+        Self::synth(&SynthConfig::tiny())
+    }
+
+    /// A synthetic model of `cfg`'s shapes, seed 7.
+    pub fn synth(cfg: &SynthConfig) -> Self {
+        let bytes = model_bytes(cfg, 7).unwrap();
         let g = Gguf::parse(&bytes).unwrap();
         Self {
             meta: g
@@ -73,8 +78,8 @@ impl Edit {
         &self.tensors.iter().find(|t| t.0 == name).unwrap().3
     }
 
-    /// Writes the file and reads it back through an aligned buffer.
-    pub fn file(&self) -> GgufFile {
+    /// The file's bytes.
+    pub fn bytes(&self) -> Vec<u8> {
         let mut w = Writer::new();
         for (k, v) in &self.meta {
             w.add(k, v.clone()).unwrap();
@@ -82,7 +87,12 @@ impl Edit {
         for (name, ty, dims, data) in &self.tensors {
             w.add_tensor(name, *ty, dims, data.as_slice()).unwrap();
         }
-        let bytes = w.to_bytes().unwrap();
+        w.to_bytes().unwrap()
+    }
+
+    /// Writes the file and reads it back through an aligned buffer.
+    pub fn file(&self) -> GgufFile {
+        let bytes = self.bytes();
         let dir = std::env::temp_dir().join(format!("inferno-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{:016x}.gguf", hash(&bytes)));

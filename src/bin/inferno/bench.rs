@@ -69,7 +69,7 @@ impl Row {
 
 /// Deterministic prompt ids spread over the vocabulary's ordinary tokens.
 fn prompt(n: usize, vocab: usize) -> Vec<u32> {
-    let span = vocab.min(151_643).max(1) as u64;
+    let span = vocab.clamp(1, 151_643) as u64;
     (0..n as u64)
         .map(|i| ((i * 7_919 + 13) % span) as u32)
         .collect()
