@@ -25,6 +25,9 @@ regressions_for() {
   case "$1" in
     gguf_parse) echo tests/gguf_regressions tests/fixtures/qwen3-tiny-s7.gguf ;;
     gguf_*) echo tests/gguf_regressions ;;
+    tokenizer) echo tests/tokenizer_regressions ;;
+    # model_load's inputs are edit lists, not files; the hostile model
+    # files its findings became are replayed by tests/model_regressions.rs.
   esac
 }
 
