@@ -1,22 +1,94 @@
-//! `inferno-cpu`: the CPU kernel layer of an LLM inference engine.
+//! `inferno-cpu`: the CPU kernel layer of an LLM inference engine, and a
+//! Qwen3 engine built on it.
 //!
 //! * [`ThreadPool`]: a persistent pool of spinning workers. While they
 //!   spin, a dispatch takes no lock and makes no system call (a few atomic
 //!   operations), cheap enough to split each of the ~200 small
 //!   matrix-vector products of a decoded token across cores; shares are
 //!   claimed by whichever threads run, so a worker the OS does not run
-//!   holds no dispatch up.
+//!   holds no dispatch up. [`ThreadPool::for_each_chunk_mut`] gives each
+//!   share a disjoint `&mut` chunk of an output, so kernels written outside
+//!   this crate run on it without `unsafe`.
 //! * [`quant`]: GGML-compatible Q8_0 blocks, quantization and SIMD dot
 //!   kernels with a scalar reference.
 //! * [`matvec`]: single-core, pooled and rayon matvec/matmul; the pooled
 //!   result is byte-identical to the single-core one at any thread count.
 //! * [`gguf`]: a strictly validated, zero-copy GGUF reader and a writer.
-//! * [`synth`]: deterministic synthetic Qwen3 model files (real shapes,
-//!   metadata and tokenizer layout, seeded random weights).
+//! * [`model`]: the Qwen3 forward pass (decode and batched prefill) with a
+//!   KV cache, over the swappable [`backend`]s `scalar`, `simd`, `parallel`
+//!   (rayon) and `pool`; [`sample`] picks the next token.
 //! * [`tokenizer`]: Qwen3's byte-level BPE tokenizer built from GGUF
 //!   metadata, matching Hugging Face's ids, with a streaming decoder.
+//! * [`synth`]: deterministic synthetic Qwen3 model files (real shapes,
+//!   metadata and tokenizer layout, seeded random weights).
 //!
-//! # Example
+//! As a library, depend on it without the command-line tool's dependencies
+//! (clap, serde_json, indicatif, ctrlc):
+//!
+//! ```toml
+//! [dependencies]
+//! inferno-cpu = { version = "0.1", default-features = false }
+//! ```
+//!
+//! # A tour: from a file on disk to a pooled matvec and a generated token
+//!
+//! A GGUF file is memory-mapped and validated once; after that every
+//! weight is a view of the mapped bytes. Here the file is the crate's tiny
+//! synthetic Qwen3 (two layers); a real `Qwen3-0.6B-Q8_0.gguf` loads the
+//! same way.
+//!
+//! ```
+//! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
+//! use inferno_cpu::backend::Pool;
+//! use inferno_cpu::gguf::GgufFile;
+//! use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool};
+//! use inferno_cpu::model::{argmax, Qwen3, Session, SessionOptions};
+//! use inferno_cpu::quant::QuantizedVector;
+//! use inferno_cpu::synth::{write_model_file, SynthConfig};
+//! use inferno_cpu::tokenizer::Tokenizer;
+//! use inferno_cpu::ThreadPool;
+//!
+//! # let dir = std::env::temp_dir().join(format!("inferno-tour-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("tiny.gguf");
+//! write_model_file(&SynthConfig::tiny(), 7, &path, |_written, _total| {})?;
+//!
+//! // 1. Open: map, parse and validate the header and tensor table.
+//! let file = GgufFile::open(&path)?;
+//! let gguf = file.gguf();
+//!
+//! // 2. A weight as a zero-copy Q8_0 matrix, multiplied on the pool. The
+//! //    input is quantized once into a reused buffer.
+//! let model = Qwen3::load(&gguf)?;
+//! let w = &model.weights.layers[0].gate;
+//! let mut x = QuantizedVector::new();
+//! x.quantize_from(&vec![0.5f32; w.cols()])?;
+//! let pool = ThreadPool::new(2)?;
+//! let (mut single, mut pooled) = (vec![0.0; w.rows()], vec![0.0; w.rows()]);
+//! matvec_q8_0(w, &x, &mut single)?;
+//! matvec_q8_0_pool(&pool, w, &x, &mut pooled)?;
+//! assert_eq!(single, pooled); // the same bytes at any thread count
+//!
+//! // 3. Text to a generated token: tokenize, prefill, pick, decode.
+//! let tokenizer = Tokenizer::from_gguf(&gguf)?;
+//! let ids = tokenizer.encode("<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n", true);
+//! let mut session = Session::new(&model, Pool::new(2)?, SessionOptions::default())?;
+//! let next = argmax(session.prefill(&ids)?);
+//! let text = tokenizer.decode_lossy(&[next])?; // noise: the weights are random
+//! let logits = session.decode(next)?; // and so on, one token at a time
+//! assert_eq!(logits.len(), model.config.vocab);
+//! # drop(file);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # let _ = text;
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The repository's `examples/` hold the same steps as programs:
+//! `gguf_inspect`, `q8_matvec`, `pool_custom_kernel` (your own kernel on
+//! the pool) and `generate` (streamed text from a model file).
+//!
+//! # A matvec without a file
 //!
 //! A Q8_0 weight matrix read from GGUF bytes without copying, multiplied by
 //! a vector on the pool. The buffers (`x`, `out`) are reused from one call

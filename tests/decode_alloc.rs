@@ -4,6 +4,10 @@
 //! so `parallel` is not held to this).
 #![cfg(not(feature = "loom"))]
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use inferno_cpu::backend::AnyBackend;
 use inferno_cpu::gguf::Gguf;
 use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
@@ -14,6 +18,24 @@ static ALLOC: dhat::Alloc = dhat::Alloc;
 
 fn allocations() -> u64 {
     dhat::HeapStats::get().total_blocks
+}
+
+/// Returns once every worker of a pool backend has run a share. A new
+/// thread allocates while it starts (the standard library names it), and
+/// the pool's dispatches do not wait for workers that have not started, so
+/// without this a late worker's start-up could land in the counted steps.
+fn wait_for_workers(b: &AnyBackend) {
+    let AnyBackend::Pool(p) = b else { return };
+    let pool = p.thread_pool();
+    let seen = Mutex::new(HashSet::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < pool.threads() {
+        assert!(Instant::now() < deadline, "pool workers never started");
+        pool.dispatch(|_, _| {
+            seen.lock().unwrap().insert(std::thread::current().id());
+            std::thread::sleep(Duration::from_millis(1));
+        });
+    }
 }
 
 #[test]
@@ -31,6 +53,7 @@ fn decode_steps_allocate_nothing() {
     ] {
         for kv in [KvDtype::F16, KvDtype::F32] {
             let b = AnyBackend::new(name, threads).unwrap();
+            wait_for_workers(&b);
             let opts = SessionOptions {
                 max_positions: 40,
                 kv,

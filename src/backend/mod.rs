@@ -380,10 +380,14 @@ serial_backend!(Scalar, "scalar", Kernel::Scalar);
 serial_backend!(Simd, "simd", selected().0);
 
 fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, BackendError> {
-    Ok(rayon::ThreadPoolBuilder::new()
+    let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("inferno-rayon-{i}"))
-        .build()?)
+        .build()?;
+    // Wait until every thread has started, so a session's first prefill
+    // pays no thread start-up, and nothing starts (or allocates) later.
+    pool.broadcast(|_| ());
+    Ok(pool)
 }
 
 /// rayon for everything, decode included: what a fork-join pool gives

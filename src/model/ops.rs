@@ -123,20 +123,6 @@ pub(crate) enum KvRows<'a> {
     F32(&'a [f32]),
 }
 
-impl KvRows<'_> {
-    /// Row `t`'s values `start..start + out.len()` as `f32`.
-    #[inline]
-    fn read(&self, row: usize, stride: usize, start: usize, out: &mut [f32]) {
-        let at = row * stride + start;
-        match self {
-            KvRows::F16(v) => {
-                half::slice::HalfFloatSliceExt::convert_to_f32_slice(&v[at..at + out.len()], out);
-            }
-            KvRows::F32(v) => out.copy_from_slice(&v[at..at + out.len()]),
-        }
-    }
-}
-
 /// Everything one attention head needs beside its scratch space.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HeadJob<'a> {
@@ -165,8 +151,6 @@ pub(crate) struct HeadScratch {
     /// The head's query in, its output out (`head_dim` values).
     pub q: Vec<f32>,
     pub out: Vec<f32>,
-    /// One cached row, converted to `f32`.
-    row: Vec<f32>,
     /// Attention weights over the positions (capacity: the context).
     scores: Vec<f32>,
 }
@@ -176,7 +160,6 @@ impl HeadScratch {
         Self {
             q: vec![0.0; head_dim],
             out: vec![0.0; head_dim],
-            row: vec![0.0; head_dim],
             scores: vec![0.0; positions],
         }
     }
@@ -192,19 +175,39 @@ pub(crate) fn attend(job: &HeadJob<'_>, h: usize, n_pos: usize, s: &mut HeadScra
         round_f16(&mut s.q);
     }
     let scores = &mut s.scores[..n_pos];
-    for (t, sc) in scores.iter_mut().enumerate() {
-        job.k.read(t, job.kv_dim, start, &mut s.row);
-        *sc = job.dot.dot_f32(&s.q, &s.row) * job.scale;
+    // The cache is read in place: `f16` rows are widened inside the
+    // kernels, never copied (a prefill would otherwise convert every row
+    // once per later token).
+    let row = |t: usize| t * job.kv_dim + start..t * job.kv_dim + start + hd;
+    match job.k {
+        KvRows::F16(k) => {
+            for (t, sc) in scores.iter_mut().enumerate() {
+                *sc = job.dot.dot_f16(&s.q, &k[row(t)]) * job.scale;
+            }
+        }
+        KvRows::F32(k) => {
+            for (t, sc) in scores.iter_mut().enumerate() {
+                *sc = job.dot.dot_f32(&s.q, &k[row(t)]) * job.scale;
+            }
+        }
     }
     softmax(scores);
     if job.round {
         round_f16(scores);
     }
     s.out.fill(0.0);
-    for (t, &p) in scores.iter().enumerate() {
-        job.v.read(t, job.kv_dim, start, &mut s.row);
-        for (o, &x) in s.out.iter_mut().zip(&s.row) {
-            *o += p * x;
+    match job.v {
+        KvRows::F16(v) => {
+            for (t, &p) in scores.iter().enumerate() {
+                job.dot.axpy_f16(&mut s.out, p, &v[row(t)]);
+            }
+        }
+        KvRows::F32(v) => {
+            for (t, &p) in scores.iter().enumerate() {
+                for (o, &x) in s.out.iter_mut().zip(&v[row(t)]) {
+                    *o += p * x;
+                }
+            }
         }
     }
 }

@@ -24,6 +24,8 @@ pub(crate) use arm::{sdot, NeonDotToken, NeonToken};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use half::f16;
+
     use crate::quant::activation::ActBlock;
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
@@ -80,6 +82,20 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_matvec.rs::f32_pool_equals_single
             unsafe { avx2::matvec_f32(w, cols, x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_f16(self, x: &[f32], k: &[f16]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::avx2_f16_kernels_match_scalar
+            unsafe { avx2::dot_f16(x, k) }
+        }
+
+        #[inline]
+        pub(crate) fn axpy_f16(self, out: &mut [f32], p: f32, v: &[f16]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::avx2_f16_kernels_match_scalar
+            unsafe { avx2::axpy_f16(out, p, v) }
         }
     }
 

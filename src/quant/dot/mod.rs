@@ -49,6 +49,7 @@ pub(crate) mod x86_64;
 
 use std::sync::OnceLock;
 
+use half::f16;
 use thiserror::Error;
 
 use super::activation::{ActBlock, QuantizedVector};
@@ -373,6 +374,36 @@ impl Dispatch {
         }
     }
 
+    /// See `scalar::dot_f16`. x86 kernels widen eight lanes at a time and
+    /// sum as `dot_f32` does; elsewhere the scalar kernel runs (attention
+    /// is a small share of a decode step).
+    #[inline]
+    pub(crate) fn dot_f16(self, x: &[f32], k: &[f16]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_f16(x, k),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_f16(x, k),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_f16(x, k),
+            _ => scalar::dot_f16(x, k),
+        }
+    }
+
+    /// See `scalar::axpy_f16`; every kernel writes the same bits.
+    #[inline]
+    pub(crate) fn axpy_f16(self, out: &mut [f32], p: f32, v: &[f16]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.axpy_f16(out, p, v),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().axpy_f16(out, p, v),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().axpy_f16(out, p, v),
+            _ => scalar::axpy_f16(out, p, v),
+        }
+    }
+
     /// See `scalar::matvec_f32`; every row gets exactly `dot_f32`'s result.
     #[inline]
     pub(crate) fn matvec_f32(self, w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
@@ -558,5 +589,55 @@ mod tests {
         assert!(gamma(1) > 0.0 && gamma(1) < 1e-7);
         assert!(gamma(100) > gamma(10));
         assert_eq!(gamma(1 << 24), f64::INFINITY);
+    }
+
+    /// The AVX2 `f16` attention kernels against the scalar ones: the same
+    /// bits for every length (the 32- and 8-lane steps and the tail), for
+    /// values spanning `f16`'s range, subnormals and infinities included.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_f16_kernels_match_scalar() {
+        use proptest::prelude::*;
+        let Some(t) = Avx2Token::new() else {
+            eprintln!("avx2_f16_kernels_match_scalar: skipped, the CPU lacks AVX2/FMA/F16C");
+            return;
+        };
+        let f16s = prop::collection::vec(any::<u16>().prop_map(f16::from_bits), 0..300);
+        proptest!(|(k in f16s, seed in any::<u32>(), p in -4.0f32..4.0)| {
+            let x: Vec<f32> = (0..k.len())
+                .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+                .collect();
+            let (a, b) = (t.dot_f16(&x, &k), scalar_dot_f16_via_dot_f32(t, &x, &k));
+            prop_assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "{} vs {}", a, b);
+            let mut o1 = x.clone();
+            let mut o2 = x.clone();
+            t.axpy_f16(&mut o1, p, &k);
+            scalar::axpy_f16(&mut o2, p, &k);
+            for (u, v) in o1.iter().zip(&o2) {
+                prop_assert!(u.to_bits() == v.to_bits() || (u.is_nan() && v.is_nan()));
+            }
+        });
+    }
+
+    /// `dot_f16` is documented as `dot_f32` of the widened row.
+    #[cfg(target_arch = "x86_64")]
+    fn scalar_dot_f16_via_dot_f32(t: Avx2Token, x: &[f32], k: &[f16]) -> f32 {
+        let wide: Vec<f32> = k.iter().map(|v| v.to_f32()).collect();
+        t.dot_f32(x, &wide)
+    }
+
+    /// The portable kernels: `dot_f16` is `dot_f32` of the widened row,
+    /// `axpy_f16` one product and one sum per element.
+    #[test]
+    fn scalar_f16_kernels() {
+        let k: Vec<f16> = [1.5f32, -2.0, 0.25, 65504.0]
+            .iter()
+            .map(|&v| f16::from_f32(v))
+            .collect();
+        let x = [2.0f32, 1.0, 4.0, 0.0];
+        assert_eq!(scalar::dot_f16(&x, &k), 3.0 - 2.0 + 1.0);
+        let mut out = [1.0f32; 4];
+        scalar::axpy_f16(&mut out, 0.5, &k);
+        assert_eq!(out, [1.75, 0.0, 1.125, 32753.0]);
     }
 }

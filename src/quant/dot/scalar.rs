@@ -4,6 +4,8 @@
 //! `(d_w * d_x) * isum` is then added to one f32 accumulator in block order,
 //! as GGML's scalar `ggml_vec_dot_q8_0_q8_0` does.
 
+use half::f16;
+
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 
@@ -61,6 +63,33 @@ pub(crate) fn quantize_act(x: &[[f32; QK8_0]], out: &mut [ActBlock]) {
 pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
     assert_eq!(w.len(), x.len(), "dot_f32: lengths differ");
     w.iter().zip(x).fold(0.0, |acc, (&a, &b)| acc + a * b)
+}
+
+/// `dot_f32(x, k)` with `k` in `f16`: each element widened (exactly) and
+/// the products accumulated left to right, as `dot_f32` of the widened row.
+///
+/// # Panics
+///
+/// If `x.len() != k.len()`.
+pub(crate) fn dot_f16(x: &[f32], k: &[f16]) -> f32 {
+    assert_eq!(x.len(), k.len(), "dot_f16: lengths differ");
+    x.iter()
+        .zip(k)
+        .fold(0.0, |acc, (&a, &b)| acc + a * b.to_f32())
+}
+
+/// `out[i] += p * v[i]` with `v` in `f16`, one rounded product and one
+/// rounded sum per element (no fused multiply-add), so every kernel gives
+/// the same bits.
+///
+/// # Panics
+///
+/// If `out.len() != v.len()`.
+pub(crate) fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
+    assert_eq!(out.len(), v.len(), "axpy_f16: lengths differ");
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o += p * x.to_f32();
+    }
 }
 
 /// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.

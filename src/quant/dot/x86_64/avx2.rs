@@ -116,6 +116,63 @@ pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
         .fold(hsum(sum), |s, (&a, &b)| s + a * b)
 }
 
+/// `dot_f32(x, k)` with `k` in `f16`, widened eight lanes at a time by
+/// `vcvtph2ps` (exact): the same accumulators, steps and order as
+/// [`dot_f32`], so the result is `dot_f32` of the widened row, bit for bit.
+/// Attention reads the `f16` KV cache through it without a converted copy.
+///
+/// # Panics
+///
+/// If `x.len() != k.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_f16(x: &[f32], k: &[f16]) -> f32 {
+    assert_eq!(x.len(), k.len(), "dot_f16: lengths differ");
+    let (x32, x_rest) = x.as_chunks::<32>();
+    let (k32, k_rest) = k.as_chunks::<32>();
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (xc, kc) in x32.iter().zip(k32) {
+        let xv: [__m256; 4] = bytemuck::cast(*xc);
+        let kv: [__m128i; 4] = bytemuck::cast(*kc);
+        for i in 0..4 {
+            acc[i] = _mm256_fmadd_ps(xv[i], _mm256_cvtph_ps(kv[i]), acc[i]);
+        }
+    }
+    let (x8, x_tail) = x_rest.as_chunks::<8>();
+    let (k8, k_tail) = k_rest.as_chunks::<8>();
+    for (xc, kc) in x8.iter().zip(k8) {
+        let xv: __m256 = bytemuck::cast(*xc);
+        let kv: __m128i = bytemuck::cast(*kc);
+        acc[0] = _mm256_fmadd_ps(xv, _mm256_cvtph_ps(kv), acc[0]);
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    x_tail
+        .iter()
+        .zip(k_tail)
+        .fold(hsum(sum), |s, (&a, &b)| s + a * b.to_f32())
+}
+
+/// `out[i] += p * v[i]` with `v` in `f16`: a multiply and an add per lane
+/// (not fused), the same bits as the scalar kernel.
+///
+/// # Panics
+///
+/// If `out.len() != v.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
+    assert_eq!(out.len(), v.len(), "axpy_f16: lengths differ");
+    let pv = _mm256_set1_ps(p);
+    let (o8, o_tail) = out.as_chunks_mut::<8>();
+    let (v8, v_tail) = v.as_chunks::<8>();
+    for (oc, vc) in o8.iter_mut().zip(v8) {
+        let o: __m256 = bytemuck::cast(*oc);
+        let x = _mm256_cvtph_ps(bytemuck::cast::<[f16; 8], __m128i>(*vc));
+        *oc = bytemuck::cast(_mm256_add_ps(o, _mm256_mul_ps(pv, x)));
+    }
+    for (o, &x) in o_tail.iter_mut().zip(v_tail) {
+        *o += p * x.to_f32();
+    }
+}
+
 /// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
 ///
 /// # Panics
