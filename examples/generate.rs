@@ -42,11 +42,14 @@ fn generate(
 
     let mut out = std::io::stdout().lock();
     let mut decoder = tokenizer.stream_decoder();
+    let started = std::time::Instant::now();
     let mut token = argmax(session.prefill(&ids)?);
+    let mut generated = 0;
     for _ in 0..max_tokens {
         if tokenizer.is_end_of_generation(token) {
             break;
         }
+        generated += 1;
         // Whole characters only: a character split across tokens is held
         // back until its last byte arrives.
         out.write_all(decoder.push(token)?.as_bytes())?;
@@ -54,6 +57,12 @@ fn generate(
         token = argmax(session.decode(token)?);
     }
     writeln!(out, "{}", decoder.finish())?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "[{} prompt tokens, {generated} generated in {secs:.2} s, {:.1} tokens/s]",
+        ids.len(),
+        generated as f64 / secs
+    );
     Ok(())
 }
 
