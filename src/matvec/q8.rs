@@ -127,10 +127,21 @@ fn check_batch(w: &Q8Matrix<'_>, xs: &QuantizedBatch, out: &[f32]) -> Result<(),
 fn matmul_rows(w: &Q8Matrix<'_>, xs: &QuantizedBatch, r0: usize, segs: &mut [&mut [f32]]) {
     let (_, k) = selected();
     let len = segs.first().map_or(0, |s| s.len());
+    let m = segs.len();
     for j in 0..len {
         let row = w.row(r0 + j);
-        for (i, seg) in segs.iter_mut().enumerate() {
-            seg[j] = k.dot_q8(row, xs.act_row(i));
+        // Four batch rows at a time share the weight row's decoding; each
+        // result is still exactly `dot_q8`'s.
+        let mut i = 0;
+        while i + 4 <= m {
+            let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
+            for (t, y) in k.dot_q8_x4(row, x).into_iter().enumerate() {
+                segs[i + t][j] = y;
+            }
+            i += 4;
+        }
+        for (t, seg) in segs[i..].iter_mut().enumerate() {
+            seg[j] = k.dot_q8(row, xs.act_row(i + t));
         }
     }
 }
@@ -283,10 +294,17 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "rayon's epoch GC needs exposed provenance")]
     fn matmul_rows_equal_matvecs() {
-        let (rows, cols) = (41, 64);
+        // An even and an odd number of blocks per row; batches below,
+        // at and past the four rows the AVX2 kernel takes at once.
+        for (rows, cols) in [(41, 64), (9, 96)] {
+            matmul_rows_equal_matvecs_at(rows, cols);
+        }
+    }
+
+    fn matmul_rows_equal_matvecs_at(rows: usize, cols: usize) {
         let (blocks, _) = fixture(rows, cols);
         let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
-        for m in [0, 1, 3, 4, 7] {
+        for m in [0, 1, 3, 4, 7, 9] {
             let xf: Vec<f32> = (0..m * cols).map(|i| (i as f32 * 0.7).cos()).collect();
             let mut xs = QuantizedBatch::new();
             xs.quantize_from(&xf, cols).unwrap();

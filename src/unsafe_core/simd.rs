@@ -56,6 +56,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::avx2_dot_q8_x4_equals_dot_q8
+            unsafe { avx2::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`: the token proves avx2,
             // fma and f16c. Checked by:

@@ -72,6 +72,57 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
     q8_row_loop!(w, x, block_fma)
 }
 
+/// One block's term for one activation row, given the weight block's
+/// bytes `qw`, their magnitudes `abs_w` and its scale `dw`: the operations
+/// of [`block_fma`], with the weight-side work hoisted out.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_fma(acc: __m256, qw: __m256i, abs_w: __m256i, dw: f32, x: &ActBlock) -> __m256 {
+    let qx: __m256i = bytemuck::cast(x.qs);
+    let pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(qx, qw));
+    let lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(lanes), acc)
+}
+
+/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit, loading each
+/// weight block, its magnitudes and its scale once for the four rows. A
+/// prefill's matmul spends its time here: its weight rows sit in cache,
+/// so the work per block, not memory, is what limits it.
+///
+/// Each row keeps `dot_q8`'s two accumulators (even blocks, odd blocks,
+/// a last odd-numbered block into the even one) and its final sum.
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+    for xi in x {
+        assert_eq!(w.len(), xi.len(), "dot_q8: block counts differ");
+    }
+    let mut even = [_mm256_setzero_ps(); 4];
+    let mut odd = [_mm256_setzero_ps(); 4];
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        let (qa, qb): (__m256i, __m256i) = (bytemuck::cast(wa.qs), bytemuck::cast(wb.qs));
+        let (aa, ab) = (_mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qb));
+        let (da, db) = (scale(wa), scale(wb));
+        for i in 0..4 {
+            even[i] = row_fma(even[i], qa, aa, da, &x[i][2 * k]);
+            odd[i] = row_fma(odd[i], qb, ab, db, &x[i][2 * k + 1]);
+        }
+    }
+    if let [wl] = w_rest {
+        let q: __m256i = bytemuck::cast(wl.qs);
+        let a = _mm256_sign_epi8(q, q);
+        let d = scale(wl);
+        for i in 0..4 {
+            even[i] = row_fma(even[i], q, a, d, &x[i][w.len() - 1]);
+        }
+    }
+    core::array::from_fn(|i| hsum(_mm256_add_ps(even[i], odd[i])))
+}
+
 /// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
 ///
 /// # Panics
