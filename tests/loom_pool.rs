@@ -20,8 +20,8 @@
 //! Output cells are loom atomics written with `Relaxed` ordering by the
 //! shares and read with `Relaxed` ordering by the caller after the
 //! dispatch: loom lets a relaxed load return any value the happens-before
-//! relation does not rule out, so a missing Release/Acquire edge on `done`
-//! shows up as a stale 0.
+//! relation does not rule out, so a missing Release/Acquire edge (a
+//! worker's leave, the caller's wait) shows up as a stale 0.
 #![cfg(feature = "loom")]
 
 use std::time::Duration;
@@ -68,7 +68,7 @@ fn assert_all(cells: &[AtomicUsize], expected: usize) {
     }
 }
 
-/// The job written to the mailbox before the generation moves is what the
+/// The job written to the mailbox before the job is published is what the
 /// worker runs (loom's cell tracking rejects a racy mailbox read), and each
 /// share runs once.
 #[test]
@@ -85,7 +85,8 @@ fn job_visible_to_workers() {
 }
 
 /// Everything the workers write during a job is visible to the caller when
-/// `dispatch` returns (Release increment of `done`, Acquire wait).
+/// `dispatch` returns (each worker's Release leave, the caller's Acquire
+/// wait for the registered count to drop to zero).
 #[test]
 fn chunk_writes_visible() {
     // Three threads (two workers): a smaller bound keeps this one fast.
@@ -104,7 +105,9 @@ fn chunk_writes_visible() {
 
 /// Two generations back to back: the second job is not confused with the
 /// first, the mailbox rewrite does not race with a slow worker's read, and
-/// the `done` reset does not lose a count.
+/// a worker that loaded the first job's word and registers in the second
+/// (the ABA case of [P-claim]) reads the second job: this model fails when
+/// the registration's Acquire is weakened.
 #[test]
 fn repeated_generations() {
     model(|| {
@@ -136,9 +139,10 @@ fn shutdown() {
     });
 }
 
-/// Workers park at once (zero spin time). Every dispatch must wake them: a
-/// lost wake-up leaves the caller waiting on `done` and the worker asleep,
-/// which loom reports as a deadlock.
+/// Workers park at once (zero spin time). A dispatch no longer waits for a
+/// worker that did not come, so a lost wake-up does not stall the job: it
+/// leaves the worker asleep through the drop, whose join loom then reports
+/// as a deadlock.
 #[test]
 fn park_unpark_no_lost_wakeup() {
     model(|| {

@@ -186,7 +186,12 @@ impl ThreadPool {
     ///
     /// # Panics
     ///
-    /// Resumes the first panic raised by any share, after all shares ended.
+    /// Resumes one of the panics raised by the shares, after all shares
+    /// ended: the calling thread's own first panic if it had one, else the
+    /// first a worker recorded (a dispatch that ran inline resumes the
+    /// lowest share's). The other payloads are dropped, each inside
+    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
+    /// than allowed to unwind through the pool.
     #[inline]
     pub fn dispatch<F>(&self, f: F)
     where
@@ -213,7 +218,12 @@ impl ThreadPool {
     ///
     /// # Panics
     ///
-    /// Resumes the first panic raised by `f`, after all shares ended.
+    /// Resumes one of the panics raised by the shares, after all shares
+    /// ended: the calling thread's own first panic if it had one, else the
+    /// first a worker recorded (a dispatch that ran inline resumes the
+    /// lowest share's). The other payloads are dropped, each inside
+    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
+    /// than allowed to unwind through the pool.
     #[inline]
     pub fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: F)
     where
@@ -243,7 +253,12 @@ impl ThreadPool {
     ///
     /// # Panics
     ///
-    /// Resumes the first panic raised by `f`, after all shares ended.
+    /// Resumes one of the panics raised by the shares, after all shares
+    /// ended: the calling thread's own first panic if it had one, else the
+    /// first a worker recorded (a dispatch that ran inline resumes the
+    /// lowest share's). The other payloads are dropped, each inside
+    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
+    /// than allowed to unwind through the pool.
     #[inline]
     pub fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: F)
     where

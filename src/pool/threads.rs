@@ -59,6 +59,9 @@ fn parse_threads(value: &str) -> Result<NonZeroUsize, ThreadsEnvError> {
 ///    on Linux from sysfs (SMT siblings counted once; on hybrid CPUs only
 ///    the performance cores), on macOS from `hw.perflevel0.physicalcpu`.
 /// 3. [`std::thread::available_parallelism`], else 1.
+///
+/// Steps 2 and 3 are capped at [`MAX_THREADS`](crate::MAX_THREADS), so a
+/// default-sized pool always builds.
 pub fn default_threads() -> usize {
     match threads_from_env() {
         Ok(Some(n)) => return n.get(),
@@ -69,10 +72,11 @@ pub fn default_threads() -> usize {
         }
     }
     let available = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    match performance_cores() {
+    let detected = match performance_cores() {
         Some(cores) => cores.clamp(1, available),
         None => available,
-    }
+    };
+    detected.min(crate::MAX_THREADS)
 }
 
 #[cfg(target_os = "linux")]

@@ -6,9 +6,9 @@
 //! invariant and the test, loom model or Miri run that checks it, and
 //! `ci/safety-ids.sh` keeps the two in step.
 //!
-//! * [`pool`]: the spinning thread pool's protocol (mailbox, generation,
-//!   done, park/unpark, panic forwarding) and the disjoint-chunk API built
-//!   on it. Its protocol is described in `src/unsafe_core/PROTOCOL.md`.
+//! * [`pool`]: the spinning thread pool's protocol (mailbox, job word with
+//!   share cursor and registered count, park/unpark, panic forwarding)
+//!   and the disjoint-chunk API built on it. Its protocol is described in `src/unsafe_core/PROTOCOL.md`.
 //! * [`mmap`]: memory-mapping a model file.
 //! * [`simd`]: the feature-checked calls into `#[target_feature]` kernels.
 

@@ -568,10 +568,11 @@ impl Shared {
         let n = self.threads;
         let mut backoff = Backoff::new(self.spin);
         loop {
-            // Acquire: not needed for the job (registering acquires it), but
-            // it orders our later compare-exchange after the publish we saw,
-            // so that compare-exchange cannot read the previous job's closed
-            // word and miss the new job ([P-claim]).
+            // Acquire: belt and braces. The job is acquired by the
+            // registering compare-exchange, whose own Acquire is what orders
+            // the mailbox read (the ABA case of [P-claim]); coherence alone
+            // keeps that compare-exchange from reading a word older than
+            // this one (and one that did would only fail and retry).
             let word = self.board.word.load(Ordering::Acquire);
             if word & STOP != 0 || cursor(word) < n {
                 return word;
@@ -806,8 +807,8 @@ impl<'a> BusyGuard<'a> {
     #[inline]
     fn try_acquire(flag: &'a AtomicBool) -> Option<Self> {
         // Acquire: synchronises with the previous holder's Release, so its
-        // mailbox writes and its view of `done` happen-before ours
-        // ([P-busy]).
+        // mailbox write and everything it saw of its job's end
+        // happen-before ours ([P-busy]).
         flag.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(|_| Self(flag))
