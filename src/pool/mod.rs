@@ -190,8 +190,8 @@ impl ThreadPool {
     /// ended: the calling thread's own first panic if it had one, else the
     /// first a worker recorded (a dispatch that ran inline resumes the
     /// lowest share's). The other payloads are dropped, each inside
-    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
-    /// than allowed to unwind through the pool.
+    /// `catch_unwind`; if such a drop panics, that panic is caught and its
+    /// own payload forgotten (leaked) rather than unwound through the pool.
     #[inline]
     pub fn dispatch<F>(&self, f: F)
     where
@@ -222,8 +222,8 @@ impl ThreadPool {
     /// ended: the calling thread's own first panic if it had one, else the
     /// first a worker recorded (a dispatch that ran inline resumes the
     /// lowest share's). The other payloads are dropped, each inside
-    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
-    /// than allowed to unwind through the pool.
+    /// `catch_unwind`; if such a drop panics, that panic is caught and its
+    /// own payload forgotten (leaked) rather than unwound through the pool.
     #[inline]
     pub fn for_each_chunk_mut<T, F>(&self, data: &mut [T], f: F)
     where
@@ -257,8 +257,8 @@ impl ThreadPool {
     /// ended: the calling thread's own first panic if it had one, else the
     /// first a worker recorded (a dispatch that ran inline resumes the
     /// lowest share's). The other payloads are dropped, each inside
-    /// `catch_unwind`; one whose `Drop` panics is forgotten (leaked) rather
-    /// than allowed to unwind through the pool.
+    /// `catch_unwind`; if such a drop panics, that panic is caught and its
+    /// own payload forgotten (leaked) rather than unwound through the pool.
     #[inline]
     pub fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: F)
     where
