@@ -49,7 +49,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pool = ThreadPool::new(inferno_cpu::default_threads().max(2))?;
     let (mut single, mut pooled, mut rayon) = (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows]);
-    let runs = 101;
+    // Fewer runs in a debug build (CI runs the examples unoptimised).
+    let runs = if cfg!(debug_assertions) { 5 } else { 101 };
     let t_single = median_time(runs, || matvec_q8_0(&w, &xq, &mut single).unwrap());
     let t_pool = median_time(runs, || {
         matvec_q8_0_pool(&pool, &w, &xq, &mut pooled).unwrap()

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 
 use half::f16;
 
@@ -586,13 +586,18 @@ impl<W: Write> TensorStream<'_, '_, W> {
         Ok(())
     }
 
-    /// Zero bytes up to the next multiple of the alignment, streamed from
-    /// `repeat(0)`: the alignment can be as large as 2^31, and no buffer may
-    /// be sized from it.
+    /// Zero bytes up to the next multiple of the alignment, written from one
+    /// fixed 64 KiB block of zeros: the alignment can be as large as 2^31,
+    /// and no buffer may be sized from it.
     fn pad(&mut self) -> Result<(), WriteError> {
-        let n = self.written.next_multiple_of(self.writer.alignment) - self.written;
-        std::io::copy(&mut std::io::repeat(0).take(n), &mut self.out)?;
-        self.written += n;
+        static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+        let mut n = self.written.next_multiple_of(self.writer.alignment) - self.written;
+        while n > 0 {
+            let k = n.min(ZEROS.len() as u64);
+            self.out.write_all(&ZEROS[..k as usize])?;
+            n -= k;
+        }
+        self.written = self.written.next_multiple_of(self.writer.alignment);
         Ok(())
     }
 }

@@ -2,10 +2,13 @@
 //! edits, as a hostile or unusual writer would produce it.
 #![allow(dead_code)]
 
+use std::sync::OnceLock;
+
 use inferno_cpu::gguf::{GgmlType, Gguf, GgufFile, Value, Writer};
 use inferno_cpu::synth::{model_bytes, SynthConfig};
 
 /// An editable copy of a GGUF file: metadata and tensors in file order.
+#[derive(Clone)]
 pub struct Edit {
     pub meta: Vec<(String, Value)>,
     pub tensors: Vec<(String, GgmlType, Vec<u64>, Vec<u8>)>,
@@ -14,7 +17,10 @@ pub struct Edit {
 impl Edit {
     /// The synthetic tiny Qwen3 model, seed 7.
     pub fn tiny() -> Self {
-        Self::synth(&SynthConfig::tiny())
+        // Built once per test binary: the tests edit hundreds of copies.
+        static TINY: OnceLock<Edit> = OnceLock::new();
+        TINY.get_or_init(|| Self::synth(&SynthConfig::tiny()))
+            .clone()
     }
 
     /// A synthetic model of `cfg`'s shapes, seed 7.
