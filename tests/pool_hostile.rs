@@ -271,8 +271,8 @@ fn concurrent_nested_late_workers() {
                             round += 1;
                             let hits: Box<[AtomicUsize]> =
                                 (0..n).map(|_| AtomicUsize::new(0)).collect();
-                            let nested = round % 5 == 0;
-                            let panics = round % 11 == 0;
+                            let nested = round.is_multiple_of(5);
+                            let panics = round.is_multiple_of(11);
                             let r = catch_unwind(AssertUnwindSafe(|| {
                                 p.dispatch(|id, nn| {
                                     assert_eq!(nn, n);
@@ -346,7 +346,7 @@ fn drop_races() {
                     c.fetch_add(1, Relaxed);
                 });
             }
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 std::thread::sleep(Duration::from_micros(200));
             }
             assert_eq!(c.load(Relaxed), n * (i % 3));
