@@ -306,12 +306,7 @@ fn matmul_serial(
             got: out.len(),
         });
     }
-    for r in 0..rows {
-        let row = w.row(r);
-        for i in 0..xs.rows() {
-            out[i * rows + r] = k.dot_q8(row, xs.act_row(i));
-        }
-    }
+    crate::matvec::matmul_q8_0_with(k, w, xs, out);
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::{expect_len, input_len, output_len, rayon_chunk, Q8Matrix, ShapeError};
 use crate::pool::ThreadPool;
-use crate::quant::dot::selected;
+use crate::quant::dot::{selected, Dispatch};
 use crate::quant::{QuantizedBatch, QuantizedVector};
 
 /// Batches of at least this many activation rows go to rayon in
@@ -122,26 +122,41 @@ fn check_batch(w: &Q8Matrix<'_>, xs: &QuantizedBatch, out: &[f32]) -> Result<(),
 }
 
 /// Computes weight rows `r0..r0 + len` against every batch row, writing
-/// `segs[i][k] = dot(row r0 + k, batch row i)`. Each weight row is read
-/// once from memory and reused from cache for all batch rows.
-fn matmul_rows(w: &Q8Matrix<'_>, xs: &QuantizedBatch, r0: usize, segs: &mut [&mut [f32]]) {
-    let (_, k) = selected();
+/// `segs[i][k] = dot(row r0 + k, batch row i)`, each exactly `dot_q8`'s
+/// result.
+///
+/// The weight rows go in tiles of [`MATMUL_TASK_ROWS`] (a few KiB each, so
+/// a tile stays in L1 and is read from memory once); within a tile, four
+/// batch rows at a time run against every row of the tile, sharing each
+/// weight block's decoding. An activation row is thus read from the outer
+/// caches once per tile, not once per weight row: a 128-token batch of
+/// 3072-wide rows is over a megabyte, more than L2 holds.
+fn matmul_rows(
+    k: Dispatch,
+    w: &Q8Matrix<'_>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+) {
     let len = segs.first().map_or(0, |s| s.len());
     let m = segs.len();
-    for j in 0..len {
-        let row = w.row(r0 + j);
-        // Four batch rows at a time share the weight row's decoding; each
-        // result is still exactly `dot_q8`'s.
+    for j0 in (0..len).step_by(MATMUL_TASK_ROWS) {
+        let tile = j0..len.min(j0 + MATMUL_TASK_ROWS);
         let mut i = 0;
         while i + 4 <= m {
             let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
-            for (t, y) in k.dot_q8_x4(row, x).into_iter().enumerate() {
-                segs[i + t][j] = y;
+            for j in tile.clone() {
+                for (t, y) in k.dot_q8_x4(w.row(r0 + j), x).into_iter().enumerate() {
+                    segs[i + t][j] = y;
+                }
             }
             i += 4;
         }
         for (t, seg) in segs[i..].iter_mut().enumerate() {
-            seg[j] = k.dot_q8(row, xs.act_row(i + t));
+            let x = xs.act_row(i + t);
+            for j in tile.clone() {
+                seg[j] = k.dot_q8(w.row(r0 + j), x);
+            }
         }
     }
 }
@@ -149,8 +164,8 @@ fn matmul_rows(w: &Q8Matrix<'_>, xs: &QuantizedBatch, r0: usize, segs: &mut [&mu
 /// `out = X W^T` on the calling thread, for a batch `X` of `m` activation
 /// rows: `out[i * w.rows() + r]` is the dot product of weight row `r` with
 /// batch row `i` (so output row `i` equals [`matvec_q8_0`] of batch row
-/// `i`, bit for bit). Weight rows are the outer loop, so each is read from
-/// memory once for the whole batch.
+/// `i`, bit for bit). Weight rows are read from memory once for the whole
+/// batch, a cache-sized tile at a time.
 ///
 /// # Errors
 ///
@@ -166,9 +181,23 @@ pub fn matmul_q8_0(
     if w.rows() == 0 {
         return Ok(());
     }
-    let mut segs: Vec<&mut [f32]> = out.chunks_mut(w.rows()).collect();
-    matmul_rows(w, xs, 0, &mut segs);
+    matmul_q8_0_with(selected().1, w, xs, out);
     Ok(())
+}
+
+/// [`matmul_q8_0`] with kernel `k`, after the caller checked the shapes
+/// (the serial backends pick their kernel themselves).
+pub(crate) fn matmul_q8_0_with(
+    k: Dispatch,
+    w: &Q8Matrix<'_>,
+    xs: &QuantizedBatch,
+    out: &mut [f32],
+) {
+    if w.rows() == 0 {
+        return;
+    }
+    let mut segs: Vec<&mut [f32]> = out.chunks_mut(w.rows()).collect();
+    matmul_rows(k, w, xs, 0, &mut segs);
 }
 
 /// [`matmul_q8_0`] for prefill: with at least [`MATMUL_PAR_MIN_ROWS`]
@@ -192,6 +221,7 @@ pub fn matmul_q8_0_rayon(
     if rows == 0 {
         return Ok(());
     }
+    let (_, k) = selected();
     // tasks[t][i] is output row i's slice of weight rows t*16..t*16+16.
     let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(MATMUL_TASK_ROWS))
         .map(|_| Vec::with_capacity(xs.rows()))
@@ -204,7 +234,7 @@ pub fn matmul_q8_0_rayon(
     tasks
         .into_par_iter()
         .enumerate()
-        .for_each(|(t, mut segs)| matmul_rows(w, xs, t * MATMUL_TASK_ROWS, &mut segs));
+        .for_each(|(t, mut segs)| matmul_rows(k, w, xs, t * MATMUL_TASK_ROWS, &mut segs));
     Ok(())
 }
 
