@@ -60,7 +60,7 @@ fn parse_threads(value: &str) -> Result<NonZeroUsize, ThreadsEnvError> {
 ///    the performance cores), on macOS from `hw.perflevel0.physicalcpu`.
 /// 3. [`std::thread::available_parallelism`], else 1.
 ///
-/// Steps 2 and 3 are capped at [`MAX_THREADS`](crate::MAX_THREADS), so a
+/// Steps 2 and 3 are capped at [`MAX_THREADS`], so a
 /// default-sized pool always builds.
 pub fn default_threads() -> usize {
     match threads_from_env() {
@@ -76,7 +76,7 @@ pub fn default_threads() -> usize {
         Some(cores) => cores.clamp(1, available),
         None => available,
     };
-    detected.min(crate::MAX_THREADS)
+    detected.min(MAX_THREADS)
 }
 
 #[cfg(target_os = "linux")]

@@ -32,6 +32,8 @@ pub struct Plan {
     pub prompt_tokens: usize,
     pub kv: KvDtype,
     pub json: bool,
+    /// Read the file into memory instead of mapping it.
+    pub no_mmap: bool,
 }
 
 /// One row of the table.
@@ -102,7 +104,12 @@ fn measure(
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
 pub fn run(plan: &Plan) -> Result<(), CliError> {
-    let file = GgufFile::open(&plan.model).map_err(|e| CliError::at(&plan.model, e))?;
+    let file = if plan.no_mmap {
+        GgufFile::read(&plan.model)
+    } else {
+        GgufFile::open(&plan.model)
+    }
+    .map_err(|e| CliError::at(&plan.model, e))?;
     let gguf = file.gguf();
     let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&plan.model, e))?;
     let c = &model.config;

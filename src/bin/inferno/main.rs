@@ -72,6 +72,10 @@ struct BenchArgs {
     /// One JSON object per row on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Read the model into memory (huge pages where the OS gives them)
+    /// instead of memory-mapping it.
+    #[arg(long)]
+    no_mmap: bool,
     /// Instead of the model, time the kernels alone: dispatch latency
     /// (pool vs rayon) and the 197 decode matvecs on in-memory weights.
     #[arg(long)]
@@ -91,6 +95,7 @@ impl Default for BenchArgs {
             prompt_tokens: 16,
             kv: KvDtype::F16,
             json: false,
+            no_mmap: false,
             kernels: false,
             samples: 20_000,
         }
@@ -178,6 +183,7 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         prompt_tokens: args.prompt_tokens as usize,
         kv: args.kv,
         json: args.json,
+        no_mmap: args.no_mmap,
     };
     bench::run(&plan)
 }
