@@ -228,4 +228,35 @@ mod tests {
         assert_eq!(bytes.len(), 70);
         assert_eq!(bytes.as_ptr() as usize % 32, 0);
     }
+
+    /// A file past the huge-page threshold takes the anonymous-memory path
+    /// (on Linux); a small one the `Vec` path. Both give the file's bytes,
+    /// aligned, the same as a map of it.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot call mmap")]
+    fn read_matches_open_above_and_below_the_huge_page_size() {
+        use crate::gguf::{GgmlType, Writer};
+        let dir = std::env::temp_dir();
+        for n in [1000usize, 3 << 20] {
+            let data: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
+            let mut w = Writer::new();
+            w.add_tensor("t", GgmlType::I8, &[n as u64], &data[..])
+                .unwrap();
+            let path = dir.join(format!("inferno-read-{}-{n}.gguf", std::process::id()));
+            std::fs::write(&path, w.to_bytes().unwrap()).unwrap();
+            let read = GgufFile::read(&path).unwrap();
+            let mapped = GgufFile::open(&path).unwrap();
+            assert!(!read.is_mapped() && mapped.is_mapped());
+            assert_eq!(read.gguf().bytes(), mapped.gguf().bytes());
+            assert_eq!(read.gguf().bytes().as_ptr() as usize % 32, 0);
+            assert_eq!(read.gguf().tensor_bytes("t").unwrap(), &data[..]);
+            #[cfg(all(target_os = "linux", not(miri)))]
+            assert_eq!(
+                matches!(read.storage, Storage::Anonymous(_)),
+                n >= HUGE_PAGE
+            );
+            drop((read, mapped));
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
 }
