@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 models=()
 for f in tests/loom_*.rs; do models+=(--test "$(basename "$f" .rs)"); done
-cargo test --features loom --release --lib "${models[@]}"
+cargo test --no-default-features --features loom --release --lib "${models[@]}"

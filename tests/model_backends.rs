@@ -114,3 +114,77 @@ fn session_limits_are_errors() {
     s.decode(4).unwrap();
     assert_eq!(s.position(), 1);
 }
+
+/// The larger dense Qwen3 sizes differ from 0.6B only in their metadata,
+/// which is all the loader reads: 1.7B (hidden 2048, 16/8 heads of 128),
+/// 4B and 8B (32/8 heads of 128, so the attention width 4096 differs from
+/// the hidden width 2560 in 4B), untied output from 4B up. Their layouts,
+/// scaled down to run in a test (the head structure and the
+/// attention-width-vs-hidden relation kept), load and decode, and the
+/// backends agree on them as on the tiny model.
+#[test]
+fn larger_qwen3_layouts_load_from_their_metadata() {
+    let base = SynthConfig::tiny();
+    let layouts = [
+        // 1.7B: q width = hidden, GQA 2:1.
+        SynthConfig {
+            hidden: 256,
+            ffn: 768,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            ..base.clone()
+        },
+        // 4B: q width (8 x 64 = 512) wider than hidden (320), GQA 4:1, untied.
+        SynthConfig {
+            hidden: 320,
+            ffn: 960,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 64,
+            tied: false,
+            ..base.clone()
+        },
+        // 8B: q width = hidden, GQA 4:1, untied.
+        SynthConfig {
+            hidden: 256,
+            ffn: 768,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 32,
+            tied: false,
+            ..base.clone()
+        },
+    ];
+    for cfg in layouts {
+        let bytes = model_bytes(&cfg, 5).unwrap();
+        let gguf = Gguf::parse(&bytes).unwrap();
+        let model = Qwen3::load(&gguf).unwrap();
+        let c = &model.config;
+        assert_eq!(
+            (c.hidden, c.heads, c.kv_heads, c.head_dim, c.ffn, c.layers),
+            (
+                cfg.hidden,
+                cfg.heads,
+                cfg.kv_heads,
+                cfg.head_dim,
+                cfg.ffn,
+                cfg.layers
+            )
+        );
+        let simd = run(
+            &model,
+            AnyBackend::new("simd", 1).unwrap(),
+            KvDtype::F16,
+            false,
+        );
+        let pool = run(
+            &model,
+            AnyBackend::new("pool", 3).unwrap(),
+            KvDtype::F16,
+            true,
+        );
+        assert_eq!(simd, pool, "{cfg:?}");
+        assert!(simd.iter().all(|&b| f32::from_bits(b).is_finite()));
+    }
+}
