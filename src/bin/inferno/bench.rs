@@ -32,8 +32,8 @@ pub struct Plan {
     pub prompt_tokens: usize,
     pub kv: KvDtype,
     pub json: bool,
-    /// Read the file into memory instead of mapping it.
-    pub no_mmap: bool,
+    /// Map the file instead of reading it into (huge-page) memory.
+    pub mmap: bool,
 }
 
 /// One row of the table.
@@ -104,10 +104,10 @@ fn measure(
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
 pub fn run(plan: &Plan) -> Result<(), CliError> {
-    let file = if plan.no_mmap {
-        GgufFile::read(&plan.model)
-    } else {
+    let file = if plan.mmap {
         GgufFile::open(&plan.model)
+    } else {
+        GgufFile::read(&plan.model)
     }
     .map_err(|e| CliError::at(&plan.model, e))?;
     let gguf = file.gguf();
@@ -126,8 +126,9 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     let kernel = inferno_cpu::quant::Kernel::selected();
     eprintln!("cpu: {cpu}; kernel: {kernel:?}");
 
-    // Bandwidth per thread count, read over the model file itself (far
-    // larger than any cache, and already resident: no extra memory).
+    // Bandwidth per thread count, read over the loaded model itself (far
+    // larger than any cache, in the same pages the weights are read from,
+    // and already resident: no extra memory).
     let mut counts: Vec<usize> = plan.threads.clone();
     counts.push(1);
     counts.sort_unstable();

@@ -72,10 +72,12 @@ struct BenchArgs {
     /// One JSON object per row on stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// Read the model into memory (huge pages where the OS gives them)
-    /// instead of memory-mapping it.
+    /// Memory-map the model instead of reading it into memory. Reading it
+    /// (the default) puts the weights in huge pages where the OS gives them
+    /// (Linux: `MADV_HUGEPAGE`), which measured 8-29% faster decode than
+    /// the map's 4 KiB pages.
     #[arg(long)]
-    no_mmap: bool,
+    mmap: bool,
     /// Instead of the model, time the kernels alone: dispatch latency
     /// (pool vs rayon) and the 197 decode matvecs on in-memory weights.
     #[arg(long)]
@@ -95,7 +97,7 @@ impl Default for BenchArgs {
             prompt_tokens: 16,
             kv: KvDtype::F16,
             json: false,
-            no_mmap: false,
+            mmap: false,
             kernels: false,
             samples: 20_000,
         }
@@ -183,7 +185,7 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         prompt_tokens: args.prompt_tokens as usize,
         kv: args.kv,
         json: args.json,
-        no_mmap: args.no_mmap,
+        mmap: args.mmap,
     };
     bench::run(&plan)
 }
