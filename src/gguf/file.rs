@@ -106,12 +106,7 @@ impl GgufFile {
             return Self::from_memory(Vec::new(), 0, path);
         }
         let map = map_read_only(&file).map_err(io)?;
-        let header = parse::parse(&map)?;
-        Ok(Self {
-            storage: Storage::Mapped(map),
-            header,
-            path: path.to_owned(),
-        })
+        Self::validated(Storage::Mapped(map), path)
     }
 
     /// Reads the file at `path` into memory and validates it.
@@ -149,12 +144,7 @@ impl GgufFile {
                 let _ = map.advise(memmap2::Advice::HugePage);
                 file.read_exact(&mut map).map_err(io)?;
                 let map = map.make_read_only().map_err(io)?;
-                let header = parse::parse(&map)?;
-                return Ok(Self {
-                    storage: Storage::Anonymous(map),
-                    header,
-                    path: path.to_owned(),
-                });
+                return Self::validated(Storage::Anonymous(map), path);
             }
         }
         let mut chunks = vec![Chunk([0; 32]); len.div_ceil(32)];
@@ -164,7 +154,11 @@ impl GgufFile {
     }
 
     fn from_memory(chunks: Vec<Chunk>, len: usize, path: &Path) -> Result<Self, GgufError> {
-        let storage = Storage::Memory { chunks, len };
+        Self::validated(Storage::Memory { chunks, len }, path)
+    }
+
+    /// Parses and validates the bytes `storage` holds.
+    fn validated(storage: Storage, path: &Path) -> Result<Self, GgufError> {
         let header = parse::parse(storage.bytes())?;
         Ok(Self {
             storage,

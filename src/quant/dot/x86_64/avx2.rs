@@ -42,24 +42,13 @@ pub(super) fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Eight `i32` lanes whose sum is the block's exact integer dot product.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> __m256i {
-    let qw: __m256i = bytemuck::cast(w.qs);
-    let qx: __m256i = bytemuck::cast(x.qs);
-    let abs_w = _mm256_sign_epi8(qw, qw);
-    let signed_x = _mm256_sign_epi8(qx, qw);
-    let pairs = _mm256_maddubs_epi16(abs_w, signed_x);
-    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
-}
-
-/// Adds one block's term to the accumulator.
+/// Adds one block's term to the accumulator: [`row_fma`] with the weight
+/// side computed here.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn block_fma(acc: __m256, w: &BlockQ8_0, x: &ActBlock) -> __m256 {
-    let d = _mm256_set1_ps(scale(w) * x.d);
-    _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_lanes(w, x)), acc)
+    let qw: __m256i = bytemuck::cast(w.qs);
+    row_fma(acc, qw, _mm256_sign_epi8(qw, qw), scale(w), x)
 }
 
 /// Dot product of a Q8_0 weight row with a quantized activation.
@@ -73,8 +62,11 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
 }
 
 /// One block's term for one activation row, given the weight block's
-/// bytes `qw`, their magnitudes `abs_w` and its scale `dw`: the operations
-/// of [`block_fma`], with the weight-side work hoisted out.
+/// bytes `qw`, their magnitudes `abs_w` and its scale `dw`: `vpsignb` puts
+/// the weight's sign on the activation, `vpmaddubsw` and `vpmaddwd` give
+/// eight exact `i32` lanes, and one FMA adds them times `dw * d_x`. The
+/// weight side is a parameter so that [`dot_q8_x4`] computes it once for
+/// four rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn row_fma(acc: __m256, qw: __m256i, abs_w: __m256i, dw: f32, x: &ActBlock) -> __m256 {

@@ -1,7 +1,8 @@
 //! x86_64 kernels: AVX2 (with FMA and F16C), AVX-512 VNNI and AVX-VNNI.
 //!
 //! The three Q8_0 kernels share everything but the integer part of a block
-//! (`block_lanes`), which yields the same eight exact `i32` lanes in each;
+//! (`block_lanes` in the VNNI kernels, inside `row_fma` in AVX2), which
+//! yields the same eight exact `i32` lanes in each;
 //! the f32 part is the `q8_row_loop!` macro below, so they return the same
 //! bits.
 
