@@ -6,31 +6,14 @@
 
 use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{mpsc, Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inferno_cpu::{split, PoolError, ThreadPool, MAX_THREADS};
 
-fn quiet() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| std::panic::set_hook(Box::new(|_| {})));
-}
-
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
-    });
-    match rx.recv_timeout(limit) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("{what}: did not finish within {limit:?} (hang)"),
-    }
-}
+#[path = "support/watchdog.rs"]
+mod watchdog;
+use watchdog::{quiet_panics, within};
 
 fn pool(n: usize, spin: Duration) -> ThreadPool {
     ThreadPool::builder()
@@ -59,7 +42,7 @@ impl Drop for Bomb2 {
 /// every share ran once; the pool still works.
 #[test]
 fn all_shares_bomb_every_size() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(60), "all_shares_bomb", || {
         static DROPS: AtomicUsize = AtomicUsize::new(0);
         for n in [1, 2, 3, 5, 8] {
@@ -101,7 +84,7 @@ fn all_shares_bomb_every_size() {
 /// panicked too; a plain worker panic is resumed when share 0 is fine.
 #[test]
 fn share0_panic_wins() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(30), "share0_panic_wins", || {
         let p = pool(4, Duration::from_millis(2));
         for _ in 0..200 {
@@ -120,7 +103,7 @@ fn share0_panic_wins() {
 /// caller after busy is released).
 #[test]
 fn payload_drop_dispatches_on_pool() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(60), "payload_drop_dispatch", || {
         let p: &'static ThreadPool = Box::leak(Box::new(pool(3, Duration::from_millis(1))));
         static INNER: AtomicUsize = AtomicUsize::new(0);
@@ -152,7 +135,7 @@ fn payload_drop_dispatches_on_pool() {
 /// exactly once (no chunk is handed out twice).
 #[test]
 fn dynamic_with_panics() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(60), "dynamic_with_panics", || {
         for n in [1, 2, 3, 4] {
             let p = pool(n, Duration::from_micros(100));
@@ -248,7 +231,7 @@ fn builder_limits() {
 /// own hits in a fresh heap allocation and a global counter checks totals).
 #[test]
 fn concurrent_nested_late_workers() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(120), "concurrent_nested", || {
         // More threads than cores: workers are regularly descheduled (late).
         for (n, spin) in [
@@ -359,7 +342,7 @@ fn drop_races() {
 /// parked; and a pool dropped right after a dispatch whose shares panicked.
 #[test]
 fn drop_after_panic_and_on_other_thread() {
-    quiet();
+    quiet_panics();
     within(Duration::from_secs(30), "drop_after_panic", || {
         for _ in 0..200 {
             let p = pool(3, Duration::ZERO);

@@ -8,11 +8,15 @@
 use std::collections::HashSet;
 use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use inferno_cpu::ThreadPool;
+
+#[path = "support/watchdog.rs"]
+mod watchdog;
+use watchdog::{quiet_panics, within};
 
 /// A panic payload whose `Drop` panics too.
 struct Bomb;
@@ -21,26 +25,6 @@ impl Drop for Bomb {
     fn drop(&mut self) {
         panic!("payload drop");
     }
-}
-
-/// Keeps the expected panics (the bombs and their drops) off the output.
-fn quiet_panics() {
-    std::panic::set_hook(Box::new(|_| {}));
-}
-
-/// Runs `f` on a helper thread and fails if it does not finish within
-/// `limit` (a hung dispatch would otherwise hang the test binary).
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
 }
 
 /// Records which thread ran each share, and lets a share wait (bounded)
