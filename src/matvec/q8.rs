@@ -164,7 +164,7 @@ fn matmul_rows(
 /// `out = X W^T` on the calling thread, for a batch `X` of `m` activation
 /// rows: `out[i * w.rows() + r]` is the dot product of weight row `r` with
 /// batch row `i` (so output row `i` equals [`matvec_q8_0`] of batch row
-/// `i`, bit for bit). Weight rows are read from memory once for the whole
+/// `i`, bit for bit, NaN payloads aside). Weight rows are read from memory once for the whole
 /// batch, a cache-sized tile at a time.
 ///
 /// # Errors

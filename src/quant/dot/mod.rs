@@ -325,6 +325,8 @@ impl Dispatch {
     }
 
     /// `dot_q8` of one weight row with four activation rows, bit for bit
+    /// (NaN payloads aside: the compiler may order an add's operands either
+    /// way, and Rust leaves NaN payloads unspecified)
     /// (the AVX2 kernel shares the weight-side work; elsewhere four calls).
     #[inline]
     pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
@@ -386,8 +388,10 @@ impl Dispatch {
     }
 
     /// See `scalar::dot_f16`. x86 kernels widen eight lanes at a time and
-    /// sum as `dot_f32` does; elsewhere the scalar kernel runs (attention
-    /// is a small share of a decode step).
+    /// sum as `dot_f32` does, so on x86 the result is `dot_f32` of the
+    /// widened row; elsewhere (aarch64 included) the scalar kernel runs,
+    /// which sums left to right: within `f32_error_bound` of NEON's
+    /// `dot_f32` but not its bits, and without NEON's speed.
     #[inline]
     pub(crate) fn dot_f16(self, x: &[f32], k: &[f16]) -> f32 {
         match self {
@@ -602,9 +606,11 @@ mod tests {
         assert_eq!(gamma(1 << 24), f64::INFINITY);
     }
 
-    /// The AVX2 `f16` attention kernels against the scalar ones: the same
-    /// bits for every length (the 32- and 8-lane steps and the tail), for
-    /// values spanning `f16`'s range, subnormals and infinities included.
+    /// The AVX2 `f16` attention kernels: `dot_f16` gives the bits of AVX2
+    /// `dot_f32` on the widened row, `axpy_f16` those of the scalar kernel,
+    /// for every length (the 32- and 8-lane steps and the tail) and values
+    /// spanning `f16`'s range, subnormals and infinities included (a NaN
+    /// matches any NaN).
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn avx2_f16_kernels_match_scalar() {

@@ -76,7 +76,8 @@ fn row_fma(acc: __m256, qw: __m256i, abs_w: __m256i, dw: f32, x: &ActBlock) -> _
     _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(lanes), acc)
 }
 
-/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit, loading each
+/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit (a NaN result,
+/// from a NaN or infinite scale, may carry another NaN payload), loading each
 /// weight block, its magnitudes and its scale once for the four rows. A
 /// prefill's matmul spends its time here: its weight rows sit in cache,
 /// so the work per block, not memory, is what limits it.
