@@ -58,7 +58,7 @@ mod x86 {
         #[inline]
         pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
-            // Checked by: src/quant/dot/mod.rs::avx2_dot_q8_x4_equals_dot_q8
+            // Checked by: src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
             unsafe { avx2::dot_q8_x4(w, x) }
         }
 
@@ -137,6 +137,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
+            unsafe { avx512vnni::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot
@@ -168,6 +175,13 @@ mod x86 {
             // found every feature `dot_q8` enables. Checked by:
             // tests/prop_quant.rs::avxvnni_dot_matches_scalar
             unsafe { avxvnni::dot_q8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
+            unsafe { avxvnni::dot_q8_x4(w, x) }
         }
 
         #[inline]

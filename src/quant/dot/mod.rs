@@ -327,12 +327,16 @@ impl Dispatch {
     /// `dot_q8` of one weight row with four activation rows, bit for bit
     /// (NaN payloads aside: the compiler may order an add's operands either
     /// way, and Rust leaves NaN payloads unspecified)
-    /// (the AVX2 kernel shares the weight-side work; elsewhere four calls).
+    /// (the x86 kernels share the weight-side work; elsewhere four calls).
     #[inline]
     pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q8_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q8_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q8_x4(w, x),
             _ => x.map(|xi| self.dot_q8(w, xi)),
         }
     }
@@ -658,41 +662,42 @@ mod tests {
         assert_eq!(out, [1.75, 0.0, 1.125, 32753.0]);
     }
 
-    /// The four-row AVX2 kernel gives `dot_q8`'s bits for each row, for
-    /// every block count (pairs and a last odd block), scales of any sign
-    /// and magnitude, and weights down to -128.
+    /// Every available kernel's four-row form gives its `dot_q8`'s bits for
+    /// each row, for every block count (pairs and a last odd block), scales
+    /// of any sign and magnitude, and weights down to -128.
     #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn avx2_dot_q8_x4_equals_dot_q8() {
+    fn dot_q8_x4_equals_dot_q8() {
         use proptest::prelude::*;
-        let Some(t) = Avx2Token::new() else {
-            eprintln!("avx2_dot_q8_x4_equals_dot_q8: skipped, the CPU lacks AVX2/FMA/F16C");
-            return;
-        };
         let weights = (0usize..9)
             .prop_flat_map(|nb| prop::collection::vec((any::<[i8; QK8_0]>(), -2.0f32..2.0), nb));
-        proptest!(|(w in weights, seed in any::<u32>())| {
-            let w: Vec<BlockQ8_0> = w
-                .iter()
-                .map(|(qs, d)| BlockQ8_0 { d: f16::from_f32(*d).to_le_bytes(), qs: *qs })
-                .collect();
-            let rows: Vec<Vec<ActBlock>> = (0..4u32)
-                .map(|r| {
-                    (0..w.len())
-                        .map(|b| {
-                            let v: [f32; QK8_0] = core::array::from_fn(|i| {
-                                let h = (seed ^ (r * 7919 + b as u32 * 31 + i as u32)).wrapping_mul(2_654_435_761);
-                                (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-                            });
-                            ActBlock::quantize(&v)
-                        })
-                        .collect()
-                })
-                .collect();
-            let got = t.dot_q8_x4(&w, [&rows[0], &rows[1], &rows[2], &rows[3]]);
-            for (g, x) in got.iter().zip(&rows) {
-                prop_assert_eq!(g.to_bits(), t.dot_q8(&w, x).to_bits());
-            }
-        });
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_q8_x4_equals_dot_q8: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|(w in weights.clone(), seed in any::<u32>())| {
+                let w: Vec<BlockQ8_0> = w
+                    .iter()
+                    .map(|(qs, d)| BlockQ8_0 { d: f16::from_f32(*d).to_le_bytes(), qs: *qs })
+                    .collect();
+                let rows: Vec<Vec<ActBlock>> = (0..4u32)
+                    .map(|r| {
+                        (0..w.len())
+                            .map(|b| {
+                                let v: [f32; QK8_0] = core::array::from_fn(|i| {
+                                    let h = (seed ^ (r * 7919 + b as u32 * 31 + i as u32)).wrapping_mul(2_654_435_761);
+                                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                                });
+                                ActBlock::quantize(&v)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let got = k.dot_q8_x4(&w, [&rows[0], &rows[1], &rows[2], &rows[3]]);
+                for (g, x) in got.iter().zip(&rows) {
+                    prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits(), "{:?}", kernel);
+                }
+            });
+        }
     }
 }
