@@ -188,3 +188,49 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
         assert!(simd.iter().all(|&b| f32::from_bits(b).is_finite()));
     }
 }
+
+/// A prompt longer than a prefill chunk runs in chunks, and every
+/// position's logits are still decode's, bit for bit (the seam included),
+/// on every multi-threaded backend; `prefill` returns the last of them.
+#[test]
+fn chunked_prefill_equals_decode() {
+    use inferno_cpu::model::PREFILL_CHUNK;
+    let bytes = model_bytes(&SynthConfig::tiny(), 3).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    let vocab = model.config.vocab;
+    let n = PREFILL_CHUNK + 37;
+    let prompt: Vec<u32> = (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();
+    let opts = SessionOptions {
+        max_positions: n + 1,
+        kv: KvDtype::F16,
+    };
+    let mut s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts).unwrap();
+    let mut want: Vec<u32> = Vec::new();
+    for &t in &prompt {
+        want.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+    }
+    for (name, threads) in [("simd", 1), ("pool", 3), ("parallel", 2)] {
+        let b = AnyBackend::new(name, threads).unwrap();
+        let mut s = Session::new(&model, &b, opts).unwrap();
+        let all = s.prefill_all(&prompt).unwrap();
+        let got: Vec<u32> = all.iter().map(|v| v.to_bits()).collect();
+        assert!(
+            got == want,
+            "{name} x{threads}: chunked prefill_all differs from decode"
+        );
+        let mut s = Session::new(&model, &b, opts).unwrap();
+        let last: Vec<u32> = s
+            .prefill(&prompt)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(
+            last,
+            want[(n - 1) * vocab..],
+            "{name} x{threads}: prefill's logits"
+        );
+        assert_eq!(s.position(), n);
+    }
+}

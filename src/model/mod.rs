@@ -52,12 +52,14 @@ mod error;
 mod kv_cache;
 pub(crate) mod ops;
 mod session;
+mod trace;
 mod weights;
 
 pub use config::Qwen3Config;
 pub use error::ModelError;
 pub use kv_cache::KvDtype;
-pub use session::{argmax, Session, SessionOptions, DEFAULT_MAX_POSITIONS};
+pub use session::{argmax, Session, SessionOptions, DEFAULT_MAX_POSITIONS, PREFILL_CHUNK};
+pub use trace::{Op, Trace};
 pub use weights::{Embedding, LayerWeights, Qwen3Weights};
 
 use crate::gguf::Gguf;

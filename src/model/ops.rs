@@ -58,23 +58,49 @@ impl RopeAngles {
     /// `pos * base^(-2i / head_dim)`, the power built by repeated
     /// multiplication as GGML builds it.
     pub(crate) fn set_position(&mut self, pos: usize) {
-        let mut theta = pos as f32;
-        for (c, s) in self.cos.iter_mut().zip(&mut self.sin) {
-            (*s, *c) = theta.sin_cos();
-            theta *= self.theta_scale;
+        fill_angles(pos, self.theta_scale, &mut self.cos, &mut self.sin);
+    }
+
+    /// The angles of positions `p0..p0 + n` into `cos` and `sin` (`n`
+    /// rows of `head_dim / 2` each), each row the values
+    /// [`set_position`](Self::set_position) computes for its position:
+    /// a prefill chunk computes them once, not once per layer.
+    pub(crate) fn fill_rows(&self, p0: usize, cos: &mut [f32], sin: &mut [f32]) {
+        let half = self.cos.len().max(1);
+        for (i, (c, s)) in cos
+            .chunks_exact_mut(half)
+            .zip(sin.chunks_exact_mut(half))
+            .enumerate()
+        {
+            fill_angles(p0 + i, self.theta_scale, c, s);
         }
     }
 
-    /// Rotates one head in NEOX style: value `i` pairs with value
-    /// `i + head_dim / 2` (the halves rotate, not adjacent values).
+    /// Rotates one head in NEOX style by this position's angles.
     pub(crate) fn rotate(&self, head: &mut [f32]) {
-        let half = self.cos.len();
-        let (a, b) = head.split_at_mut(half);
-        for (((x0, x1), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(&self.cos).zip(&self.sin) {
-            let (u, v) = (*x0, *x1);
-            *x0 = u * c - v * s;
-            *x1 = u * s + v * c;
-        }
+        rotate_neox(&self.cos, &self.sin, head);
+    }
+}
+
+/// One position's angles (see [`RopeAngles::set_position`]).
+fn fill_angles(pos: usize, theta_scale: f32, cos: &mut [f32], sin: &mut [f32]) {
+    let mut theta = pos as f32;
+    for (c, s) in cos.iter_mut().zip(sin) {
+        (*s, *c) = theta.sin_cos();
+        theta *= theta_scale;
+    }
+}
+
+/// Rotates one head in NEOX style: value `i` pairs with value
+/// `i + head_dim / 2` (the halves rotate, not adjacent values), pair `i`
+/// turning by the angle whose cosine and sine are `cos[i]`, `sin[i]`.
+pub(crate) fn rotate_neox(cos: &[f32], sin: &[f32], head: &mut [f32]) {
+    let half = cos.len();
+    let (a, b) = head.split_at_mut(half);
+    for (((x0, x1), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
+        let (u, v) = (*x0, *x1);
+        *x0 = u * c - v * s;
+        *x1 = u * s + v * c;
     }
 }
 

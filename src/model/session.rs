@@ -2,12 +2,20 @@
 //! and the two kinds of forward step.
 
 use crate::backend::{dispatch_of, Backend};
-use crate::matvec::Q8Matrix;
 use crate::quant::{QuantizedBatch, QuantizedVector};
 
 use super::kv_cache::{KvCache, KvDtype};
 use super::ops::{self, attend, HeadJob, HeadScratch, RopeAngles};
+use super::trace::{Laps, Op, Trace};
 use super::{ModelError, Qwen3};
+
+/// Tokens a prefill runs through the layers at once. A longer prompt runs
+/// in chunks of this many, each reading the weights once, on scratch
+/// buffers sized for one chunk; 128 rows of the widest activation
+/// (3072 values for Qwen3-0.6B's MLP, quantized) is about 1.2 MB, which
+/// stays in the L2 cache of the machines measured while a tile of weight
+/// rows is swept over it.
+pub const PREFILL_CHUNK: usize = 128;
 
 /// Positions a session holds when [`SessionOptions::max_positions`] is 0
 /// and the model's context is longer: enough for the benchmarks and for
@@ -68,6 +76,59 @@ pub struct Session<'m, 'a, B> {
     tmp: Vec<f32>,
     gu: Vec<f32>,
     logits: Vec<f32>,
+    /// Prefill's buffers, allocated by the first prefill and kept.
+    batch: Option<Box<BatchScratch>>,
+    trace: Option<Trace>,
+}
+
+/// The buffers of one prefill chunk (up to [`PREFILL_CHUNK`] tokens).
+#[derive(Debug)]
+struct BatchScratch {
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    xs: QuantizedBatch,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    tmp: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    /// RoPE angles of the chunk's positions, one row per token.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    /// Per query head: its scratch and its outputs for the chunk's tokens.
+    heads: Vec<(HeadScratch, Vec<f32>)>,
+}
+
+impl BatchScratch {
+    fn new(c: &super::Qwen3Config, capacity: usize) -> Self {
+        let n = PREFILL_CHUNK;
+        let (h, qd, kvd, f) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn);
+        let half = c.head_dim / 2;
+        Self {
+            x: vec![0.0; n * h],
+            xn: vec![0.0; n * h],
+            xs: QuantizedBatch::new(),
+            q: vec![0.0; n * qd],
+            k: vec![0.0; n * kvd],
+            v: vec![0.0; n * kvd],
+            attn: vec![0.0; n * qd],
+            tmp: vec![0.0; n * h],
+            gate: vec![0.0; n * f],
+            up: vec![0.0; n * f],
+            cos: vec![0.0; n * half],
+            sin: vec![0.0; n * half],
+            heads: (0..c.heads)
+                .map(|_| {
+                    (
+                        HeadScratch::new(c.head_dim, capacity),
+                        vec![0.0; n * c.head_dim],
+                    )
+                })
+                .collect(),
+        }
+    }
 }
 
 impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
@@ -99,7 +160,26 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             tmp: vec![0.0; c.hidden],
             gu: vec![0.0; 2 * c.ffn],
             logits: vec![0.0; c.vocab],
+            batch: None,
+            trace: None,
         })
+    }
+
+    /// Turns the per-operation trace on (from an empty [`Trace`]) or off.
+    /// While on, every forward step adds its time per [`Op`] to it.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.trace = on.then(Trace::new);
+    }
+
+    /// The trace, if tracing is on.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+
+    /// The trace, if tracing is on, to clear it or add the caller's own
+    /// operations (such as [`Op::Sample`]).
+    pub fn trace_mut(&mut self) -> Option<&mut Trace> {
+        self.trace.as_mut()
     }
 
     /// Positions already in the cache (the next token's position).
@@ -169,15 +249,20 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         let (c, w) = (&model.config, &model.weights);
         let (hd, qd, kvd) = (c.head_dim, c.q_dim(), c.kv_dim());
         let pos = self.pos;
+        let mut lap = Laps::new(self.trace.as_mut());
         w.embedding.row_into(id, &mut self.x)?;
         self.rope.set_position(pos);
+        lap.lap(Op::Embed);
         let dot = dispatch_of(&self.backend);
         for (l, lw) in w.layers.iter().enumerate() {
             // Attention.
             ops::rms_norm(&self.x, &lw.attn_norm, c.rms_eps, &mut self.xn);
+            lap.lap(Op::Norm);
             self.backend.quantize(&self.xn, &mut self.xq)?;
+            lap.lap(Op::Quantize);
             self.backend
                 .matvec(&[lw.q, lw.k, lw.v], &self.xq, &mut self.qkv)?;
+            lap.lap(Op::Qkv);
             let (q, kv) = self.qkv.split_at_mut(qd);
             let (k, v) = kv.split_at_mut(kvd);
             for head in k.chunks_exact_mut(hd) {
@@ -190,6 +275,7 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                 self.rope.rotate(head);
                 s.q.copy_from_slice(head);
             }
+            lap.lap(Op::QkNormRope);
             let (kc, vc) = self.cache.layer(l, pos + 1);
             let job = HeadJob {
                 k: kc,
@@ -206,25 +292,39 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             for (out, s) in self.attn.chunks_exact_mut(hd).zip(&self.heads) {
                 out.copy_from_slice(&s.out);
             }
+            lap.lap(Op::Attention);
             self.backend.quantize(&self.attn, &mut self.xq)?;
+            lap.lap(Op::Quantize);
             self.backend.matvec(&[lw.o], &self.xq, &mut self.tmp)?;
+            lap.lap(Op::OutProj);
             ops::add_assign(&mut self.x, &self.tmp);
+            lap.lap(Op::Residual);
 
             // MLP.
             ops::rms_norm(&self.x, &lw.ffn_norm, c.rms_eps, &mut self.xn);
+            lap.lap(Op::Norm);
             self.backend.quantize(&self.xn, &mut self.xq)?;
+            lap.lap(Op::Quantize);
             self.backend
                 .matvec(&[lw.gate, lw.up], &self.xq, &mut self.gu)?;
+            lap.lap(Op::GateUp);
             let (gate, up) = self.gu.split_at_mut(c.ffn);
             ops::swiglu(gate, up);
+            lap.lap(Op::Swiglu);
             self.backend.quantize(gate, &mut self.xq)?;
+            lap.lap(Op::Quantize);
             self.backend.matvec(&[lw.down], &self.xq, &mut self.tmp)?;
+            lap.lap(Op::Down);
             ops::add_assign(&mut self.x, &self.tmp);
+            lap.lap(Op::Residual);
         }
         ops::rms_norm(&self.x, &w.output_norm, c.rms_eps, &mut self.xn);
+        lap.lap(Op::Norm);
         self.backend.quantize(&self.xn, &mut self.xq)?;
+        lap.lap(Op::Quantize);
         self.backend
             .matvec(&[w.lm_head()], &self.xq, &mut self.logits)?;
+        lap.lap(Op::LmHead);
         self.pos += 1;
         Ok(&self.logits)
     }
@@ -258,15 +358,52 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         Ok(all)
     }
 
+    /// Runs `tokens` in chunks of [`PREFILL_CHUNK`]; returns the logits of
+    /// every token if `all`, else those of the last.
     fn prefill_inner(&mut self, tokens: &[u32], all: bool) -> Result<Vec<f32>, ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::NoTokens);
         }
-        let ids = tokens
-            .iter()
-            .map(|&t| self.check_token(t))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.check_room(ids.len())?;
+        for &t in tokens {
+            self.check_token(t)?;
+        }
+        self.check_room(tokens.len())?;
+        let vocab = self.model.config.vocab;
+        let mut logits = Vec::with_capacity(if all { tokens.len() * vocab } else { vocab });
+        let mut batch = match self.batch.take() {
+            Some(b) => b,
+            None => Box::new(BatchScratch::new(&self.model.config, self.capacity())),
+        };
+        let mut result = Ok(());
+        for (n, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
+            let last = (n + 1) * PREFILL_CHUNK >= tokens.len();
+            let want = if all {
+                0..chunk.len()
+            } else if last {
+                chunk.len() - 1..chunk.len()
+            } else {
+                0..0
+            };
+            result = self.prefill_chunk(&mut batch, chunk, want, &mut logits);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.batch = Some(batch);
+        result.map(|()| logits)
+    }
+
+    /// Runs one chunk of at most [`PREFILL_CHUNK`] checked tokens at the
+    /// next positions, appending the logits of the chunk's tokens `want` to
+    /// `logits`. The per-token work (norms, QK-norm and RoPE, attention,
+    /// SwiGLU) fans out over the backend's threads like the products.
+    fn prefill_chunk(
+        &mut self,
+        bs: &mut BatchScratch,
+        ids: &[u32],
+        want: std::ops::Range<usize>,
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
         let model = self.model;
         let (c, w) = (&model.config, &model.weights);
         let (m, h, hd, qd, kvd, f) = (
@@ -277,51 +414,62 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             c.kv_dim(),
             c.ffn,
         );
+        let half = hd / 2;
         let p0 = self.pos;
         let b = &self.backend;
-        let mut x = vec![0.0f32; m * h];
-        for (row, &id) in x.chunks_exact_mut(h).zip(&ids) {
-            w.embedding.row_into(id, row)?;
+        let mut lap = Laps::new(self.trace.as_mut());
+        let x = &mut bs.x[..m * h];
+        for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
+            w.embedding.row_into(id as usize, row)?;
         }
-        let mut xn = vec![0.0f32; m * h];
-        let mut xs = QuantizedBatch::new();
-        let (mut q, mut k, mut v) = (
-            vec![0.0f32; m * qd],
-            vec![0.0f32; m * kvd],
-            vec![0.0f32; m * kvd],
+        let (cos, sin) = (&mut bs.cos[..m * half], &mut bs.sin[..m * half]);
+        self.rope.fill_rows(p0, cos, sin);
+        let (cos, sin) = (&*cos, &*sin);
+        lap.lap(Op::Embed);
+        let (xn, tmp) = (&mut bs.xn[..m * h], &mut bs.tmp[..m * h]);
+        let (q, k, v) = (
+            &mut bs.q[..m * qd],
+            &mut bs.k[..m * kvd],
+            &mut bs.v[..m * kvd],
         );
-        let mut attn = vec![0.0f32; m * qd];
-        let mut tmp = vec![0.0f32; m * h];
-        let (mut gate, mut up) = (vec![0.0f32; m * f], vec![0.0f32; m * f]);
+        let attn = &mut bs.attn[..m * qd];
+        let (gate, up) = (&mut bs.gate[..m * f], &mut bs.up[..m * f]);
+        let xs = &mut bs.xs;
         let dot = dispatch_of(b);
+        let eps = c.rms_eps;
         let norm_rows = |x: &[f32], wt: &[f32], out: &mut [f32]| {
-            for (xr, or) in x.chunks_exact(h).zip(out.chunks_exact_mut(h)) {
-                ops::rms_norm(xr, wt, c.rms_eps, or);
-            }
+            b.for_each_chunk(out, h, |i, row| {
+                ops::rms_norm(&x[i * h..(i + 1) * h], wt, eps, row)
+            });
+        };
+        // QK-norm and RoPE of every head of every token's row of width `d`.
+        let norm_rope = |rows: &mut [f32], d: usize, wt: &[f32]| {
+            b.for_each_chunk(rows, d, |i, row| {
+                let (cs, sn) = (
+                    &cos[i * half..(i + 1) * half],
+                    &sin[i * half..(i + 1) * half],
+                );
+                for head in row.chunks_exact_mut(hd) {
+                    ops::rms_norm_in_place(head, wt, eps);
+                    ops::rotate_neox(cs, sn, head);
+                }
+            });
         };
         for (l, lw) in w.layers.iter().enumerate() {
-            norm_rows(&x, &lw.attn_norm, &mut xn);
-            xs.quantize_from(&xn, h)?;
-            b.matmul(&lw.q, &xs, &mut q)?;
-            b.matmul(&lw.k, &xs, &mut k)?;
-            b.matmul(&lw.v, &xs, &mut v)?;
-            for i in 0..m {
-                self.rope.set_position(p0 + i);
-                for head in q[i * qd..(i + 1) * qd].chunks_exact_mut(hd) {
-                    ops::rms_norm_in_place(head, &lw.q_norm, c.rms_eps);
-                    self.rope.rotate(head);
-                }
-                for head in k[i * kvd..(i + 1) * kvd].chunks_exact_mut(hd) {
-                    ops::rms_norm_in_place(head, &lw.k_norm, c.rms_eps);
-                    self.rope.rotate(head);
-                }
-                self.cache.store(
-                    l,
-                    p0 + i,
-                    &k[i * kvd..(i + 1) * kvd],
-                    &v[i * kvd..(i + 1) * kvd],
-                );
+            norm_rows(x, &lw.attn_norm, xn);
+            lap.lap(Op::Norm);
+            xs.quantize_from(xn, h)?;
+            lap.lap(Op::Quantize);
+            b.matmul(&lw.q, xs, q)?;
+            b.matmul(&lw.k, xs, k)?;
+            b.matmul(&lw.v, xs, v)?;
+            lap.lap(Op::Qkv);
+            norm_rope(q, qd, &lw.q_norm);
+            norm_rope(k, kvd, &lw.k_norm);
+            for (i, (kr, vr)) in k.chunks_exact(kvd).zip(v.chunks_exact(kvd)).enumerate() {
+                self.cache.store(l, p0 + i, kr, vr);
             }
+            lap.lap(Op::QkNormRope);
             let (kc, vc) = self.cache.layer(l, p0 + m);
             let job = HeadJob {
                 k: kc,
@@ -333,38 +481,62 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                 round: self.cache.dtype() == KvDtype::F16,
                 dot,
             };
-            let q = &q;
-            b.for_each_chunk(&mut attn, hd, |task, out| {
-                let (i, head) = (task / c.heads, task % c.heads);
-                let n_pos = p0 + i + 1;
-                let mut s = HeadScratch::new(hd, n_pos);
-                let at = i * qd + head * hd;
-                s.q.copy_from_slice(&q[at..at + hd]);
-                attend(&job, head, n_pos, &mut s);
-                out.copy_from_slice(&s.out);
+            let q = &*q;
+            // One task per query head, over the chunk's tokens in order.
+            b.for_each_mut(&mut bs.heads, |head, (s, out)| {
+                for (i, o) in out[..m * hd].chunks_exact_mut(hd).enumerate() {
+                    let at = i * qd + head * hd;
+                    s.q.copy_from_slice(&q[at..at + hd]);
+                    attend(&job, head, p0 + i + 1, s);
+                    o.copy_from_slice(&s.out);
+                }
             });
-            xs.quantize_from(&attn, qd)?;
-            b.matmul(&lw.o, &xs, &mut tmp)?;
-            ops::add_assign(&mut x, &tmp);
+            for (head, (_, out)) in bs.heads.iter().enumerate() {
+                for (i, o) in out[..m * hd].chunks_exact(hd).enumerate() {
+                    let at = i * qd + head * hd;
+                    attn[at..at + hd].copy_from_slice(o);
+                }
+            }
+            lap.lap(Op::Attention);
+            xs.quantize_from(attn, qd)?;
+            lap.lap(Op::Quantize);
+            b.matmul(&lw.o, xs, tmp)?;
+            lap.lap(Op::OutProj);
+            ops::add_assign(x, tmp);
+            lap.lap(Op::Residual);
 
-            norm_rows(&x, &lw.ffn_norm, &mut xn);
-            xs.quantize_from(&xn, h)?;
-            b.matmul(&lw.gate, &xs, &mut gate)?;
-            b.matmul(&lw.up, &xs, &mut up)?;
-            ops::swiglu(&mut gate, &up);
-            xs.quantize_from(&gate, f)?;
-            b.matmul(&lw.down, &xs, &mut tmp)?;
-            ops::add_assign(&mut x, &tmp);
+            norm_rows(x, &lw.ffn_norm, xn);
+            lap.lap(Op::Norm);
+            xs.quantize_from(xn, h)?;
+            lap.lap(Op::Quantize);
+            b.matmul(&lw.gate, xs, gate)?;
+            b.matmul(&lw.up, xs, up)?;
+            lap.lap(Op::GateUp);
+            let up = &*up;
+            b.for_each_chunk(gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
+            lap.lap(Op::Swiglu);
+            xs.quantize_from(gate, f)?;
+            lap.lap(Op::Quantize);
+            b.matmul(&lw.down, xs, tmp)?;
+            lap.lap(Op::Down);
+            ops::add_assign(x, tmp);
+            lap.lap(Op::Residual);
         }
         self.pos += m;
-        let lm: Q8Matrix<'_> = w.lm_head();
-        let first = if all { 0 } else { m - 1 };
-        let rows = m - first;
-        norm_rows(&x[first * h..], &w.output_norm, &mut xn[..rows * h]);
-        xs.quantize_from(&xn[..rows * h], h)?;
-        let mut logits = vec![0.0f32; rows * c.vocab];
-        b.matmul(&lm, &xs, &mut logits)?;
-        Ok(logits)
+        if want.is_empty() {
+            return Ok(());
+        }
+        let rows = want.len();
+        let xn = &mut xn[..rows * h];
+        norm_rows(&x[want.start * h..want.end * h], &w.output_norm, xn);
+        lap.lap(Op::Norm);
+        xs.quantize_from(xn, h)?;
+        lap.lap(Op::Quantize);
+        let at = logits.len();
+        logits.resize(at + rows * c.vocab, 0.0);
+        b.matmul(&w.lm_head(), xs, &mut logits[at..])?;
+        lap.lap(Op::LmHead);
+        Ok(())
     }
 }
 

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use inferno_cpu::backend::{AnyBackend, BackendKind};
 use inferno_cpu::gguf::GgufFile;
-use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions, Trace};
 use serde_json::json;
 
 use crate::machine::{self, CpuTimes};
+use crate::trace;
 use crate::CliError;
 
 /// Other processes' share of the CPUs above which a row is marked busy.
@@ -34,6 +35,8 @@ pub struct Plan {
     pub json: bool,
     /// Map the file instead of reading it into (huge-page) memory.
     pub mmap: bool,
+    /// Trace each row's prefill and decode per operation.
+    pub trace: bool,
 }
 
 /// One row of the table.
@@ -45,6 +48,9 @@ struct Row {
     others: Option<f64>,
     bandwidth: f64,
     bytes_per_token: usize,
+    /// Per-operation time of the prefill and of the decode steps, with
+    /// `--trace`.
+    traces: Option<(Trace, Trace)>,
 }
 
 impl Row {
@@ -60,6 +66,9 @@ impl Row {
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(0.0, f64::max);
         (min, v.iter().sum::<f64>() / v.len() as f64, max)
+    }
+    fn prefill_tps(&self, prompt: usize) -> f64 {
+        prompt as f64 / self.ttft.as_secs_f64()
     }
     fn roofline_tps(&self) -> f64 {
         self.bandwidth / self.bytes_per_token as f64
@@ -77,21 +86,26 @@ fn prompt(n: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-fn measure(
-    model: &Qwen3<'_>,
-    backend: &AnyBackend,
-    plan: &Plan,
-) -> Result<(Duration, Vec<Duration>, Option<f64>), CliError> {
+/// What [`measure`] returns: time to first token, each decode step, other
+/// processes' CPU share, and the prefill and decode traces.
+type Measured = (Duration, Vec<Duration>, Option<f64>, Option<(Trace, Trace)>);
+
+fn measure(model: &Qwen3<'_>, backend: &AnyBackend, plan: &Plan) -> Result<Measured, CliError> {
     let opts = SessionOptions {
         max_positions: plan.prompt_tokens + plan.tokens + 1,
         kv: plan.kv,
     };
     let mut session = Session::new(model, backend, opts)?;
+    session.set_tracing(plan.trace);
     let ids = prompt(plan.prompt_tokens, model.config.vocab);
     let cpu = CpuTimes::now();
     let start = Instant::now();
     let mut token = argmax(session.prefill(&ids)?);
     let ttft = start.elapsed();
+    let prefill_trace = session.trace().cloned();
+    if let Some(t) = session.trace_mut() {
+        t.clear();
+    }
     let mut steps = Vec::with_capacity(plan.tokens);
     for _ in 0..plan.tokens {
         let t = Instant::now();
@@ -99,7 +113,8 @@ fn measure(
         steps.push(t.elapsed());
     }
     let others = cpu.and_then(|c| c.others_since());
-    Ok((ttft, steps, others))
+    let traces = prefill_trace.zip(session.trace().cloned());
+    Ok((ttft, steps, others, traces))
 }
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
@@ -160,7 +175,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
                 plan.prompt_tokens, plan.tokens
             );
             let backend = AnyBackend::with_kind(kind, threads)?;
-            let (ttft, steps, others) = measure(&model, &backend, plan)?;
+            let (ttft, steps, others, traces) = measure(&model, &backend, plan)?;
             let row = Row {
                 backend: kind,
                 threads,
@@ -169,8 +184,28 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
                 others,
                 bandwidth: bw_at(threads),
                 bytes_per_token,
+                traces,
             };
-            eprintln!("{:.1} tok/s", row.decode_tps());
+            eprintln!(
+                "prefill {:.1} tok/s, decode {:.1} tok/s",
+                row.prefill_tps(plan.prompt_tokens),
+                row.decode_tps()
+            );
+            if let (Some((p, d)), false) = (&row.traces, plan.json) {
+                trace::print_table(
+                    &format!(
+                        "{kind} x{threads}: prefill of {} tokens",
+                        plan.prompt_tokens
+                    ),
+                    p,
+                    1,
+                );
+                trace::print_table(
+                    &format!("{kind} x{threads}: per decode step"),
+                    d,
+                    row.steps.len(),
+                );
+            }
             if plan.json {
                 println!("{}", row_json(&row, plan));
             }
@@ -200,12 +235,16 @@ fn kv_bytes(model: &Qwen3<'_>, plan: &Plan) -> usize {
 
 fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
     let (min, mean, max) = r.min_mean_max();
+    let trace = r.traces.as_ref().map(|(p, d)| {
+        json!({ "prefill": trace::to_json(p, 1), "decode": trace::to_json(d, r.steps.len()) })
+    });
     json!({
         "backend": r.backend.name(),
         "threads": r.threads,
         "prompt_tokens": plan.prompt_tokens,
         "decode_tokens": r.steps.len(),
         "time_to_first_token_ms": Row::ms(&r.ttft),
+        "prefill_tokens_per_second": r.prefill_tps(plan.prompt_tokens),
         "decode_tokens_per_second": r.decode_tps(),
         "per_forward_ms": { "min": min, "mean": mean, "max": max },
         "read_bandwidth_gb_per_s": r.bandwidth / 1e9,
@@ -215,6 +254,7 @@ fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
         "other_processes_cpu_share": r.others,
         "busy": r.busy(),
         "kv_cache": plan.kv.to_string(),
+        "trace": trace,
     })
 }
 
@@ -229,8 +269,8 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)])
         .collect();
     println!("read bandwidth: {}", bw.join(", "));
     println!();
-    println!("| backend  | threads | ttft ms | decode tok/s | per_forward ms min / mean / max | roofline tok/s | of roofline | others |");
-    println!("|----------|--------:|--------:|-------------:|--------------------------------:|---------------:|------------:|-------:|");
+    println!("| backend  | threads | ttft ms | prefill tok/s | decode tok/s | per_forward ms min / mean / max | roofline tok/s | of roofline | others |");
+    println!("|----------|--------:|--------:|--------------:|-------------:|--------------------------------:|---------------:|------------:|-------:|");
     let mut busy = false;
     for r in rows {
         let (min, mean, max) = r.min_mean_max();
@@ -239,10 +279,11 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)])
         });
         busy |= r.busy();
         println!(
-            "| {:<8} | {:>7} | {:>7.1} | {:>12.2} | {:>9.2} / {:>7.2} / {:>7.2} | {:>14.1} | {:>10.0}% | {:>6} |",
+            "| {:<8} | {:>7} | {:>7.1} | {:>13.1} | {:>12.2} | {:>9.2} / {:>7.2} / {:>7.2} | {:>14.1} | {:>10.0}% | {:>6} |",
             r.backend.name(),
             r.threads,
             Row::ms(&r.ttft),
+            r.prefill_tps(plan.prompt_tokens),
             r.decode_tps(),
             min,
             mean,

@@ -48,6 +48,10 @@ pub struct Args {
     /// KV cache element type: f16 or f32.
     #[arg(long, default_value = "f16")]
     kv: KvDtype,
+    /// After the metrics, print where the prefill's and the decode steps'
+    /// time went per operation (sampling included).
+    #[arg(long)]
+    trace: bool,
 }
 
 /// Qwen3's chat template for one user turn, ready for the reply.
@@ -89,6 +93,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         kv: args.kv,
     };
     let mut session = Session::new(&model, &backend, opts)?;
+    session.set_tracing(args.trace);
 
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -100,8 +105,15 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 
     let mut out = std::io::stdout().lock();
     let start = Instant::now();
-    let mut token = sampler.sample(session.prefill(&ids)?);
+    session.prefill(&ids)?;
+    let t = Instant::now();
+    let mut token = sampler.sample(session.logits());
+    add_sample_time(&mut session, t.elapsed());
     let ttft = start.elapsed();
+    let prefill_trace = session.trace().cloned();
+    if let Some(t) = session.trace_mut() {
+        t.clear();
+    }
     let mut steps: Vec<Duration> = Vec::with_capacity(args.max_tokens as usize);
     let mut decoder = tokenizer.stream_decoder();
     let mut generated = 0usize;
@@ -125,14 +137,33 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             break;
         }
         let t = Instant::now();
-        token = sampler.sample(session.decode(token)?);
+        session.decode(token)?;
+        let sampled = Instant::now();
+        token = sampler.sample(session.logits());
+        add_sample_time(&mut session, sampled.elapsed());
         steps.push(t.elapsed());
     }
     let _ = out.write_all(decoder.finish().as_bytes());
     let _ = writeln!(out);
     drop(out);
     print_metrics(ttft, &steps, ids.len(), generated, reason, &backend);
+    if let (Some(p), Some(d)) = (prefill_trace, session.trace()) {
+        eprintln!();
+        crate::trace::print_table(&format!("prefill of {} tokens:", ids.len()), &p, 1);
+        eprintln!();
+        crate::trace::print_table("per decode step:", d, steps.len());
+    }
     Ok(())
+}
+
+/// Charges sampling to the session's trace, if it is tracing.
+fn add_sample_time<B: inferno_cpu::backend::Backend>(
+    session: &mut Session<'_, '_, B>,
+    d: Duration,
+) {
+    if let Some(t) = session.trace_mut() {
+        t.add(inferno_cpu::model::Op::Sample, d);
+    }
 }
 
 fn print_metrics(

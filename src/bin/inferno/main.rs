@@ -20,6 +20,7 @@ mod inspect;
 mod machine;
 mod synth;
 mod tokenize;
+mod trace;
 
 /// CPU kernels for LLM inference: tools around the `inferno-cpu` crate.
 #[derive(Parser)]
@@ -78,6 +79,10 @@ struct BenchArgs {
     /// the map's 4 KiB pages.
     #[arg(long)]
     mmap: bool,
+    /// Also print where each row's time goes per operation (prefill and
+    /// decode), as tables on stderr, or in each JSON row with --json.
+    #[arg(long)]
+    trace: bool,
     /// Instead of the model, time the kernels alone: dispatch latency
     /// (pool vs rayon) and the 197 decode matvecs on in-memory weights.
     #[arg(long)]
@@ -98,6 +103,7 @@ impl Default for BenchArgs {
             kv: KvDtype::F16,
             json: false,
             mmap: false,
+            trace: false,
             kernels: false,
             samples: 20_000,
         }
@@ -186,6 +192,7 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         kv: args.kv,
         json: args.json,
         mmap: args.mmap,
+        trace: args.trace,
     };
     bench::run(&plan)
 }
