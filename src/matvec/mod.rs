@@ -71,6 +71,22 @@ pub use q8::{
     matvec_q8_0_rayon, MATMUL_PAR_MIN_ROWS,
 };
 
+/// Reads every byte of `bytes` once, with the widest loads the
+/// [selected](crate::quant::Kernel::selected) kernel has and no other
+/// work, and returns their sum (so the reads cannot be optimised away).
+///
+/// A decode matvec streams its weights from memory once; this is the same
+/// stream without the arithmetic, so its speed over bytes far larger than
+/// the caches is the bandwidth a matvec can at best reach (`inferno bench`
+/// runs it on every pool thread over the loaded model for its roofline).
+///
+/// ```
+/// assert_eq!(inferno_cpu::matvec::read_bytes(&[1, 2, 3, 250]), 256);
+/// ```
+pub fn read_bytes(bytes: &[u8]) -> u64 {
+    crate::quant::dot::selected().1.sum_bytes(bytes)
+}
+
 /// `Ok` if `got == expected`, else the error `make` builds.
 fn expect_len(
     expected: usize,

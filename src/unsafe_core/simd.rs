@@ -99,6 +99,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn sum_bytes(self, bytes: &[u8]) -> u64 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_byte_sum
+            unsafe { avx2::sum_bytes(bytes) }
+        }
+
+        #[inline]
         pub(crate) fn axpy_f16(self, out: &mut [f32], p: f32, v: &[f16]) {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::avx2_f16_kernels_match_scalar

@@ -139,7 +139,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     );
     let cpu = machine::cpu_name();
     let kernel = inferno_cpu::quant::Kernel::selected();
-    eprintln!("cpu: {cpu}; kernel: {kernel:?}");
+    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: matvec::read_bytes with the {kernel:?} kernel's loads, one contiguous share per thread");
 
     // Bandwidth per thread count, read over the loaded model itself (far
     // larger than any cache, in the same pages the weights are read from,
@@ -260,14 +260,20 @@ fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
 
 fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)]) {
     println!(
-        "decode: {} prompt tokens, {} decode steps, KV cache {}; {cpu}",
-        plan.prompt_tokens, plan.tokens, plan.kv
+        "decode: {} prompt tokens, {} decode steps, KV cache {}; {cpu}; kernel {:?}",
+        plan.prompt_tokens,
+        plan.tokens,
+        plan.kv,
+        inferno_cpu::quant::Kernel::selected()
     );
     let bw: Vec<String> = bandwidth
         .iter()
         .map(|(t, b)| format!("{:.1} GB/s on {t}", b / 1e9))
         .collect();
-    println!("read bandwidth: {}", bw.join(", "));
+    println!(
+        "read bandwidth (matvec::read_bytes over the loaded model): {}",
+        bw.join(", ")
+    );
     println!();
     println!("| backend  | threads | ttft ms | prefill tok/s | decode tok/s | per_forward ms min / mean / max | roofline tok/s | of roofline | others |");
     println!("|----------|--------:|--------:|--------------:|-------------:|--------------------------------:|---------------:|------------:|-------:|");

@@ -5,27 +5,10 @@ use std::time::Instant;
 
 use inferno_cpu::{split, ThreadPool};
 
-/// Reads `bytes` as fast as one thread can: 64-byte steps into eight
-/// independent 64-bit accumulators, which the compiler turns into wide
-/// vector loads and adds with no dependency chain between them. Returns a
-/// value derived from every byte, so the loads cannot be optimised away.
-fn read_all(bytes: &[u8]) -> u64 {
-    let (head, body, tail) = bytemuck::pod_align_to::<u8, [u64; 8]>(bytes);
-    let mut acc = [0u64; 8];
-    for line in body {
-        for (a, &v) in acc.iter_mut().zip(line) {
-            *a = a.wrapping_add(v);
-        }
-    }
-    let edge = head
-        .iter()
-        .chain(tail)
-        .fold(0u64, |a, &b| a.wrapping_add(u64::from(b)));
-    acc.iter().fold(edge, |a, &b| a ^ b)
-}
-
 /// Read bandwidth in bytes per second over `bytes` on `threads` threads
-/// (each reading one contiguous share), the best of `reps` passes. `bytes`
+/// (each reading one contiguous share with
+/// [`read_bytes`](inferno_cpu::matvec::read_bytes), the selected kernel's
+/// widest loads), the best of `reps` passes. `bytes`
 /// should be far larger than the last-level cache: the model's own weights
 /// are (hundreds of MB), and reading them costs no extra memory.
 pub fn read_bandwidth(
@@ -40,7 +23,10 @@ pub fn read_bandwidth(
         let start = Instant::now();
         pool.dispatch(|id, n| {
             let part = &bytes[split(bytes.len(), id, n)];
-            sink.fetch_xor(read_all(part), std::sync::atomic::Ordering::Relaxed);
+            sink.fetch_xor(
+                inferno_cpu::matvec::read_bytes(part),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         });
         let secs = start.elapsed().as_secs_f64();
         best = best.max(bytes.len() as f64 / secs);

@@ -423,6 +423,21 @@ impl Dispatch {
         }
     }
 
+    /// The sum of the bytes of `bytes`, read with the widest loads the
+    /// kernel has (the same value from every kernel).
+    #[inline]
+    pub(crate) fn sum_bytes(self, bytes: &[u8]) -> u64 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.sum_bytes(bytes),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().sum_bytes(bytes),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().sum_bytes(bytes),
+            _ => scalar::sum_bytes(bytes),
+        }
+    }
+
     /// See `scalar::matvec_f32`; every row gets exactly `dot_f32`'s result.
     #[inline]
     pub(crate) fn matvec_f32(self, w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
@@ -660,6 +675,23 @@ mod tests {
         let mut out = [1.0f32; 4];
         scalar::axpy_f16(&mut out, 0.5, &k);
         assert_eq!(out, [1.75, 0.0, 1.125, 32753.0]);
+    }
+
+    /// Every kernel's byte reader returns the sum of the bytes, for every
+    /// length and alignment.
+    #[test]
+    fn sum_bytes_is_the_byte_sum() {
+        let data: Vec<u8> = (0..5000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for (start, end) in [(0, 0), (0, 1), (3, 300), (1, 4999), (0, 5000), (64, 4160)] {
+                let part = &data[start..end];
+                let want: u64 = part.iter().map(|&b| u64::from(b)).sum();
+                assert_eq!(k.sum_bytes(part), want, "{kernel:?} {start}..{end}");
+            }
+        }
     }
 
     /// Every available kernel's four-row form gives its `dot_q8`'s bits for

@@ -101,6 +101,16 @@ pub(crate) fn matvec_f32(w: &[f32], cols: usize, x: &[f32], out: &mut [f32]) {
     for_rows(w, cols, x.len(), out, |row| dot_f32(row, x));
 }
 
+/// The sum of the bytes of `bytes` (the reference for the SIMD byte
+/// readers; the compiler vectorises it with the target's baseline vectors).
+pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks(1 << 16)
+        .map(|c| c.iter().map(|&b| u32::from(b)).sum::<u32>())
+        .map(u64::from)
+        .sum()
+}
+
 /// Runs `dot` on each of the `out.len()` rows of `w` (rows of `len`
 /// elements), after checking the shapes, so no `zip` ever truncates.
 ///

@@ -257,3 +257,30 @@ fn quantize_block(x: &[f32; QK8_0]) -> ActBlock {
         bytemuck::cast(neg_bias),
     )
 }
+
+/// The sum of the bytes of `bytes`: 128-byte aligned steps of four
+/// 256-bit loads, each summed by `vpsadbw` into four `u64` lanes of one of
+/// four independent accumulators, the unaligned head and tail added one by
+/// one. A loop that does nothing but read, the roofline a matvec is held
+/// against.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
+    let (head, body, tail) = bytemuck::pod_align_to::<u8, [__m256i; 4]>(bytes);
+    let zero = _mm256_setzero_si256();
+    let mut acc = [zero; 4];
+    for line in body {
+        for (a, &v) in acc.iter_mut().zip(line) {
+            *a = _mm256_add_epi64(*a, _mm256_sad_epu8(v, zero));
+        }
+    }
+    let s = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
+    let lanes: [u64; 4] = bytemuck::cast(s);
+    head.iter()
+        .chain(tail)
+        .map(|&b| u64::from(b))
+        .chain(lanes)
+        .sum()
+}
