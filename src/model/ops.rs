@@ -1,5 +1,6 @@
 //! The element-wise steps of the forward pass: RMSNorm, RoPE, softmax,
-//! SwiGLU, and the one-head attention every backend fans out.
+//! SwiGLU, and the attention of one key/value head's group of query heads
+//! that every backend fans out.
 //!
 //! They are small next to the products (a few thousand values per token),
 //! run on one thread per call, and follow GGML's order of operations where
@@ -160,8 +161,6 @@ pub(crate) struct HeadJob<'a> {
     pub kv_dim: usize,
     /// Width of a head.
     pub head_dim: usize,
-    /// Query heads per key/value head.
-    pub group: usize,
     /// `1 / sqrt(head_dim)`.
     pub scale: f32,
     /// Round the query and the softmax weights to `f16` before they meet
@@ -171,67 +170,91 @@ pub(crate) struct HeadJob<'a> {
     pub dot: Dispatch,
 }
 
-/// Scratch space of one head, allocated once per session.
+/// Scratch space of one key/value head's group of query heads, allocated
+/// once per session.
 #[derive(Clone, Debug)]
-pub(crate) struct HeadScratch {
-    /// The head's query in, its output out (`head_dim` values).
+pub(crate) struct GroupScratch {
+    /// The group's queries in, its outputs out (`group * head_dim` values,
+    /// query head after query head).
     pub q: Vec<f32>,
     pub out: Vec<f32>,
-    /// Attention weights over the positions (capacity: the context).
+    /// Attention weights over the positions, `group` rows of `capacity`.
     scores: Vec<f32>,
+    capacity: usize,
 }
 
-impl HeadScratch {
-    pub(crate) fn new(head_dim: usize, positions: usize) -> Self {
+impl GroupScratch {
+    pub(crate) fn new(group: usize, head_dim: usize, capacity: usize) -> Self {
         Self {
-            q: vec![0.0; head_dim],
-            out: vec![0.0; head_dim],
-            scores: vec![0.0; positions],
+            q: vec![0.0; group * head_dim],
+            out: vec![0.0; group * head_dim],
+            scores: vec![0.0; group * capacity],
+            capacity,
         }
     }
 }
 
-/// Causal attention of query head `h` over cached positions `0..n_pos`:
-/// `out = softmax(q . k_t * scale) . v_t`, reading the head's query from
-/// `s.q` and leaving the result in `s.out`.
-pub(crate) fn attend(job: &HeadJob<'_>, h: usize, n_pos: usize, s: &mut HeadScratch) {
+/// Causal attention of the query heads of key/value head `kv` (query heads
+/// `kv * group..(kv + 1) * group`) over cached positions `0..n_pos`: for
+/// each, `out = softmax(q . k_t * scale) . v_t`, reading the queries from
+/// `s.q` and leaving the results in `s.out`.
+///
+/// The group's heads share their keys and values, so each cached row is
+/// read from memory once for all of them: the scores of every head are
+/// computed position by position, while the key row is in L1. Each head's
+/// arithmetic is the same as if it ran alone (the same kernels, in the same
+/// order), so the result does not depend on how heads are grouped or which
+/// thread runs them.
+pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut GroupScratch) {
     let hd = job.head_dim;
-    let start = (h / job.group) * hd;
+    let cap = s.capacity;
+    let start = kv * hd;
     if job.round {
         round_f16(&mut s.q);
     }
-    let scores = &mut s.scores[..n_pos];
     // The cache is read in place: `f16` rows are widened inside the
     // kernels, never copied (a prefill would otherwise convert every row
     // once per later token).
     let row = |t: usize| t * job.kv_dim + start..t * job.kv_dim + start + hd;
+    let queries = s.q.chunks_exact(hd).enumerate();
     match job.k {
         KvRows::F16(k) => {
-            for (t, sc) in scores.iter_mut().enumerate() {
-                *sc = job.dot.dot_f16(&s.q, &k[row(t)]) * job.scale;
+            for t in 0..n_pos {
+                let kr = &k[row(t)];
+                for (h, q) in queries.clone() {
+                    s.scores[h * cap + t] = job.dot.dot_f16(q, kr) * job.scale;
+                }
             }
         }
         KvRows::F32(k) => {
-            for (t, sc) in scores.iter_mut().enumerate() {
-                *sc = job.dot.dot_f32(&s.q, &k[row(t)]) * job.scale;
+            for t in 0..n_pos {
+                let kr = &k[row(t)];
+                for (h, q) in queries.clone() {
+                    s.scores[h * cap + t] = job.dot.dot_f32(q, kr) * job.scale;
+                }
             }
         }
     }
-    softmax(scores);
-    if job.round {
-        round_f16(scores);
-    }
-    s.out.fill(0.0);
-    match job.v {
-        KvRows::F16(v) => {
-            for (t, &p) in scores.iter().enumerate() {
-                job.dot.axpy_f16(&mut s.out, p, &v[row(t)]);
-            }
+    for (scores, out) in s
+        .scores
+        .chunks_exact_mut(cap)
+        .zip(s.out.chunks_exact_mut(hd))
+    {
+        let scores = &mut scores[..n_pos];
+        softmax(scores);
+        if job.round {
+            round_f16(scores);
         }
-        KvRows::F32(v) => {
-            for (t, &p) in scores.iter().enumerate() {
-                for (o, &x) in s.out.iter_mut().zip(&v[row(t)]) {
-                    *o += p * x;
+        match job.v {
+            KvRows::F16(v) => job
+                .dot
+                .weighted_sum_f16(out, scores, &v[start..], job.kv_dim),
+            KvRows::F32(v) => {
+                out.fill(0.0);
+                for (t, &p) in scores.iter().enumerate() {
+                    for (o, &x) in out.iter_mut().zip(&v[row(t)]) {
+                        *o += p * x;
+                    }
                 }
             }
         }
@@ -288,14 +311,13 @@ mod tests {
             v: KvRows::F32(&v),
             kv_dim: 8,
             head_dim: 4,
-            group: 2,
             scale: 0.5,
             round: false,
             dot: Dispatch::Scalar,
         };
-        let mut s = HeadScratch::new(4, 4);
-        s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
-        attend(&job, 3, 1, &mut s); // head 3 reads kv head 1: values 4..8
-        assert_eq!(s.out, [4.0, 5.0, 6.0, 7.0]);
+        let mut s = GroupScratch::new(2, 4, 4);
+        s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0]);
+        attend_group(&job, 1, 1, &mut s); // heads 2 and 3 read kv head 1: values 4..8
+        assert_eq!(s.out, [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]);
     }
 }

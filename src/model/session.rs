@@ -5,7 +5,7 @@ use crate::backend::{dispatch_of, Backend};
 use crate::quant::{QuantizedBatch, QuantizedVector};
 
 use super::kv_cache::{KvCache, KvDtype};
-use super::ops::{self, attend, HeadJob, HeadScratch, RopeAngles};
+use super::ops::{self, attend_group, GroupScratch, HeadJob, RopeAngles};
 use super::trace::{Laps, Op, Trace};
 use super::{ModelError, Qwen3};
 
@@ -71,7 +71,8 @@ pub struct Session<'m, 'a, B> {
     xn: Vec<f32>,
     xq: QuantizedVector,
     qkv: Vec<f32>,
-    heads: Vec<HeadScratch>,
+    /// One per key/value head.
+    groups: Vec<GroupScratch>,
     attn: Vec<f32>,
     tmp: Vec<f32>,
     gu: Vec<f32>,
@@ -97,8 +98,9 @@ struct BatchScratch {
     /// RoPE angles of the chunk's positions, one row per token.
     cos: Vec<f32>,
     sin: Vec<f32>,
-    /// Per query head: its scratch and its outputs for the chunk's tokens.
-    heads: Vec<(HeadScratch, Vec<f32>)>,
+    /// Per key/value head: its group's scratch and its outputs for the
+    /// chunk's tokens (`group * head_dim` values per token).
+    groups: Vec<(GroupScratch, Vec<f32>)>,
 }
 
 impl BatchScratch {
@@ -119,12 +121,11 @@ impl BatchScratch {
             up: vec![0.0; n * f],
             cos: vec![0.0; n * half],
             sin: vec![0.0; n * half],
-            heads: (0..c.heads)
+            groups: (0..c.kv_heads)
                 .map(|_| {
-                    (
-                        HeadScratch::new(c.head_dim, capacity),
-                        vec![0.0; n * c.head_dim],
-                    )
+                    let g = c.heads / c.kv_heads;
+                    let s = GroupScratch::new(g, c.head_dim, capacity);
+                    (s, vec![0.0; n * g * c.head_dim])
                 })
                 .collect(),
         }
@@ -155,7 +156,7 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             xn: vec![0.0; c.hidden],
             xq: QuantizedVector::with_capacity(widest),
             qkv: vec![0.0; c.q_dim() + 2 * c.kv_dim()],
-            heads: vec![HeadScratch::new(c.head_dim, capacity); c.heads],
+            groups: vec![GroupScratch::new(c.heads / c.kv_heads, c.head_dim, capacity); c.kv_heads],
             attn: vec![0.0; c.q_dim()],
             tmp: vec![0.0; c.hidden],
             gu: vec![0.0; 2 * c.ffn],
@@ -270,10 +271,13 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                 self.rope.rotate(head);
             }
             self.cache.store(l, pos, k, v);
-            for (head, s) in q.chunks_exact_mut(hd).zip(&mut self.heads) {
+            for head in q.chunks_exact_mut(hd) {
                 ops::rms_norm_in_place(head, &lw.q_norm, c.rms_eps);
                 self.rope.rotate(head);
-                s.q.copy_from_slice(head);
+            }
+            let gw = qd / c.kv_heads;
+            for (qg, s) in q.chunks_exact(gw).zip(&mut self.groups) {
+                s.q.copy_from_slice(qg);
             }
             lap.lap(Op::QkNormRope);
             let (kc, vc) = self.cache.layer(l, pos + 1);
@@ -282,14 +286,13 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                 v: vc,
                 kv_dim: kvd,
                 head_dim: hd,
-                group: c.heads / c.kv_heads,
                 scale: 1.0 / (hd as f32).sqrt(),
                 round: self.cache.dtype() == KvDtype::F16,
                 dot,
             };
             self.backend
-                .for_each_mut(&mut self.heads, |h, s| attend(&job, h, pos + 1, s));
-            for (out, s) in self.attn.chunks_exact_mut(hd).zip(&self.heads) {
+                .for_each_mut(&mut self.groups, |g, s| attend_group(&job, g, pos + 1, s));
+            for (out, s) in self.attn.chunks_exact_mut(gw).zip(&self.groups) {
                 out.copy_from_slice(&s.out);
             }
             lap.lap(Op::Attention);
@@ -476,25 +479,25 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
                 v: vc,
                 kv_dim: kvd,
                 head_dim: hd,
-                group: c.heads / c.kv_heads,
                 scale: 1.0 / (hd as f32).sqrt(),
                 round: self.cache.dtype() == KvDtype::F16,
                 dot,
             };
             let q = &*q;
-            // One task per query head, over the chunk's tokens in order.
-            b.for_each_mut(&mut bs.heads, |head, (s, out)| {
-                for (i, o) in out[..m * hd].chunks_exact_mut(hd).enumerate() {
-                    let at = i * qd + head * hd;
-                    s.q.copy_from_slice(&q[at..at + hd]);
-                    attend(&job, head, p0 + i + 1, s);
+            let gw = qd / c.kv_heads;
+            // One task per key/value head, over the chunk's tokens in order.
+            b.for_each_mut(&mut bs.groups, |g, (s, out)| {
+                for (i, o) in out[..m * gw].chunks_exact_mut(gw).enumerate() {
+                    let at = i * qd + g * gw;
+                    s.q.copy_from_slice(&q[at..at + gw]);
+                    attend_group(&job, g, p0 + i + 1, s);
                     o.copy_from_slice(&s.out);
                 }
             });
-            for (head, (_, out)) in bs.heads.iter().enumerate() {
-                for (i, o) in out[..m * hd].chunks_exact(hd).enumerate() {
-                    let at = i * qd + head * hd;
-                    attn[at..at + hd].copy_from_slice(o);
+            for (g, (_, out)) in bs.groups.iter().enumerate() {
+                for (i, o) in out[..m * gw].chunks_exact(gw).enumerate() {
+                    let at = i * qd + g * gw;
+                    attn[at..at + gw].copy_from_slice(o);
                 }
             }
             lap.lap(Op::Attention);

@@ -106,6 +106,20 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn weighted_sum_f16(
+            self,
+            out: &mut [f32],
+            ps: &[f32],
+            v: &[f16],
+            stride: usize,
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::weighted_sum_f16_is_axpy_in_order
+            unsafe { avx2::weighted_sum_f16(out, ps, v, stride) }
+        }
+
+        /// Used by the tests, as the reference of `weighted_sum_f16`.
+        #[cfg(test)]
         pub(crate) fn axpy_f16(self, out: &mut [f32], p: f32, v: &[f16]) {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::avx2_f16_kernels_match_scalar

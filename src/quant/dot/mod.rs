@@ -409,20 +409,6 @@ impl Dispatch {
         }
     }
 
-    /// See `scalar::axpy_f16`; every kernel writes the same bits.
-    #[inline]
-    pub(crate) fn axpy_f16(self, out: &mut [f32], p: f32, v: &[f16]) {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx2(t) => t.axpy_f16(out, p, v),
-            #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().axpy_f16(out, p, v),
-            #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().axpy_f16(out, p, v),
-            _ => scalar::axpy_f16(out, p, v),
-        }
-    }
-
     /// The sum of the bytes of `bytes`, read with the widest loads the
     /// kernel has (the same value from every kernel).
     #[inline]
@@ -435,6 +421,21 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().sum_bytes(bytes),
             _ => scalar::sum_bytes(bytes),
+        }
+    }
+
+    /// See `scalar::weighted_sum_f16`; every kernel writes the same bits
+    /// (those of `axpy_f16` row after row).
+    #[inline]
+    pub(crate) fn weighted_sum_f16(self, out: &mut [f32], ps: &[f32], v: &[f16], stride: usize) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.weighted_sum_f16(out, ps, v, stride),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().weighted_sum_f16(out, ps, v, stride),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().weighted_sum_f16(out, ps, v, stride),
+            _ => scalar::weighted_sum_f16(out, ps, v, stride),
         }
     }
 
@@ -675,6 +676,37 @@ mod tests {
         let mut out = [1.0f32; 4];
         scalar::axpy_f16(&mut out, 0.5, &k);
         assert_eq!(out, [1.75, 0.0, 1.125, 32753.0]);
+    }
+
+    /// Every kernel's weighted sum of `f16` rows gives the bits of
+    /// `axpy_f16` applied row after row from zero, for head widths with and
+    /// without a 32-lane remainder, strides wider than a row, and values
+    /// across `f16`'s range (a NaN matches any NaN).
+    #[test]
+    fn weighted_sum_f16_is_axpy_in_order() {
+        use proptest::prelude::*;
+        let case = (1usize..80, 0usize..9, 0usize..20).prop_flat_map(|(hd, n, extra)| {
+            let stride = hd + extra;
+            (
+                prop::collection::vec(any::<u16>().prop_map(f16::from_bits), n * stride + hd),
+                prop::collection::vec(-2.0f32..2.0, n),
+                Just((hd, stride)),
+            )
+        });
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            proptest!(|((v, ps, (hd, stride)) in case.clone())| {
+                let mut got = vec![7.0f32; hd];
+                k.weighted_sum_f16(&mut got, &ps, &v, stride);
+                let mut want = vec![0.0f32; hd];
+                for (t, &p) in ps.iter().enumerate() {
+                    scalar::axpy_f16(&mut want, p, &v[t * stride..t * stride + hd]);
+                }
+                for (a, b) in got.iter().zip(&want) {
+                    prop_assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "{:?}: {} vs {}", kernel, a, b);
+                }
+            });
+        }
     }
 
     /// Every kernel's byte reader returns the sum of the bytes, for every

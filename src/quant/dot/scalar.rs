@@ -92,6 +92,20 @@ pub(crate) fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
     }
 }
 
+/// `out = sum_t ps[t] * row_t` with `row_t = v[t * stride..][..out.len()]`:
+/// `out.fill(0.0)`, then [`axpy_f16`] of each row in order.
+///
+/// # Panics
+///
+/// If a row runs past the end of `v`.
+pub(crate) fn weighted_sum_f16(out: &mut [f32], ps: &[f32], v: &[f16], stride: usize) {
+    let hd = out.len();
+    out.fill(0.0);
+    for (t, &p) in ps.iter().enumerate() {
+        axpy_f16(out, p, &v[t * stride..t * stride + hd]);
+    }
+}
+
 /// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
 ///
 /// # Panics

@@ -166,6 +166,50 @@ pub(crate) fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
     }
 }
 
+/// `out = sum_t ps[t] * row_t` with `row_t = v[t * stride..][..out.len()]`
+/// in `f16`: exactly `out.fill(0.0)` followed by [`axpy_f16`] of each row in
+/// order (a multiply and an add per lane, not fused), but with 32 output
+/// lanes held in registers across all the rows instead of loaded and
+/// stored once per row. Attention's weighted sum of the cached values.
+///
+/// # Panics
+///
+/// If a row runs past the end of `v`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn weighted_sum_f16(out: &mut [f32], ps: &[f32], v: &[f16], stride: usize) {
+    let hd = out.len();
+    if let Some(last) = ps.len().checked_sub(1) {
+        assert!(
+            last.checked_mul(stride)
+                .and_then(|a| a.checked_add(hd))
+                .is_some_and(|e| e <= v.len()),
+            "weighted_sum_f16: rows run past the values"
+        );
+    }
+    out.fill(0.0);
+    let (o32, _) = out.as_chunks_mut::<32>();
+    for (c, oc) in o32.iter_mut().enumerate() {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (t, &p) in ps.iter().enumerate() {
+            let at = t * stride + c * 32;
+            let row: &[f16; 32] = v[at..at + 32].try_into().expect("32 values");
+            let kv: [__m128i; 4] = bytemuck::cast(*row);
+            let pv = _mm256_set1_ps(p);
+            for (a, &k) in acc.iter_mut().zip(&kv) {
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, _mm256_cvtph_ps(k)));
+            }
+        }
+        *oc = bytemuck::cast(acc);
+    }
+    let done = o32.len() * 32;
+    if done < hd {
+        for (t, &p) in ps.iter().enumerate() {
+            let at = t * stride;
+            axpy_f16(&mut out[done..], p, &v[at + done..at + hd]);
+        }
+    }
+}
+
 /// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
 ///
 /// # Panics
