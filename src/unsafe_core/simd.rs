@@ -276,6 +276,13 @@ mod arm {
         }
 
         #[inline]
+        pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
+            unsafe { neon::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::neon_matvec_matches_dot
@@ -321,6 +328,13 @@ mod arm {
             // found neon and dotprod, the features `dot_q8` enables.
             // Checked by: tests/prop_quant.rs::neon_dot_dot_matches_scalar
             unsafe { neon_dot::dot_q8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
+            unsafe { neon_dot::dot_q8_x4(w, x) }
         }
 
         #[inline]

@@ -327,7 +327,8 @@ impl Dispatch {
     /// `dot_q8` of one weight row with four activation rows, bit for bit
     /// (NaN payloads aside: the compiler may order an add's operands either
     /// way, and Rust leaves NaN payloads unspecified)
-    /// (the x86 kernels share the weight-side work; elsewhere four calls).
+    /// (the SIMD kernels share the weight-side work; the scalar one makes
+    /// four calls).
     #[inline]
     pub(crate) fn dot_q8_x4(self, w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
         match self {
@@ -337,6 +338,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q8_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q8_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.dot_q8_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q8_x4(w, x),
             _ => x.map(|xi| self.dot_q8(w, xi)),
         }
     }

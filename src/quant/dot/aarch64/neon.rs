@@ -69,6 +69,41 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
     vaddvq_f32(vaddq_f32(acc0, acc1))
 }
 
+/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit (NaN payloads
+/// aside), widening each weight block's scale once for the four rows and
+/// keeping each row's two accumulators and final sum: the prefill matmul's
+/// kernel.
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+    for xi in x {
+        assert_eq!(w.len(), xi.len(), "dot_q8: block counts differ");
+    }
+    let term = |acc: float32x4_t, w: &BlockQ8_0, dw: f32, x: &ActBlock| {
+        vfmaq_f32(acc, vcvtq_f32_s32(block_lanes(w, x)), vdupq_n_f32(dw * x.d))
+    };
+    let mut even = [vdupq_n_f32(0.0); 4];
+    let mut odd = [vdupq_n_f32(0.0); 4];
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        let (da, db) = (wa.scale_f32(), wb.scale_f32());
+        for i in 0..4 {
+            even[i] = term(even[i], wa, da, &x[i][2 * k]);
+            odd[i] = term(odd[i], wb, db, &x[i][2 * k + 1]);
+        }
+    }
+    if let [wl] = w_rest {
+        let d = wl.scale_f32();
+        for i in 0..4 {
+            even[i] = term(even[i], wl, d, &x[i][w.len() - 1]);
+        }
+    }
+    core::array::from_fn(|i| vaddvq_f32(vaddq_f32(even[i], odd[i])))
+}
+
 /// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
 ///
 /// # Panics

@@ -55,7 +55,14 @@ fn interleave_pairs(qs: [i8; 32]) -> [int8x16_t; 2] {
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
 fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> int32x4_t {
-    let [w0, w1] = interleave_pairs(w.qs);
+    lanes(interleave_pairs(w.qs), x)
+}
+
+/// [`block_lanes`] given the weight block's interleaved bytes, which the
+/// four-row kernel computes once for four activation rows.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn lanes([w0, w1]: [int8x16_t; 2], x: &ActBlock) -> int32x4_t {
     let [x0, x1] = interleave_pairs(x.qs);
     sdot(sdot(vdupq_n_s32(0), w0, x0), w1, x1)
 }
@@ -88,6 +95,42 @@ pub(crate) fn dot_q8(w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
         acc0 = block_fma(acc0, wl, xl);
     }
     vaddvq_f32(vaddq_f32(acc0, acc1))
+}
+
+/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit (NaN payloads
+/// aside), interleaving each weight block's bytes and widening its scale
+/// once for the four rows and keeping each row's two accumulators and final
+/// sum: the prefill matmul's kernel.
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()`.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+    for xi in x {
+        assert_eq!(w.len(), xi.len(), "dot_q8: block counts differ");
+    }
+    let term = |acc: float32x4_t, wi: [int8x16_t; 2], dw: f32, x: &ActBlock| {
+        vfmaq_f32(acc, vcvtq_f32_s32(lanes(wi, x)), vdupq_n_f32(dw * x.d))
+    };
+    let mut even = [vdupq_n_f32(0.0); 4];
+    let mut odd = [vdupq_n_f32(0.0); 4];
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        let (ia, ib) = (interleave_pairs(wa.qs), interleave_pairs(wb.qs));
+        let (da, db) = (wa.scale_f32(), wb.scale_f32());
+        for i in 0..4 {
+            even[i] = term(even[i], ia, da, &x[i][2 * k]);
+            odd[i] = term(odd[i], ib, db, &x[i][2 * k + 1]);
+        }
+    }
+    if let [wl] = w_rest {
+        let (il, d) = (interleave_pairs(wl.qs), wl.scale_f32());
+        for i in 0..4 {
+            even[i] = term(even[i], il, d, &x[i][w.len() - 1]);
+        }
+    }
+    core::array::from_fn(|i| vaddvq_f32(vaddq_f32(even[i], odd[i])))
 }
 
 /// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb` blocks.
