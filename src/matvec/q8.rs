@@ -145,8 +145,15 @@ fn matmul_rows(
         let mut i = 0;
         while i + 4 <= m {
             let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
+            let pairs = [0, 1, 2, 3].map(|t| xs.pair_row(i + t));
             for j in tile.clone() {
-                for (t, y) in k.dot_q8_x4(w.row(r0 + j), x).into_iter().enumerate() {
+                let y = match pairs {
+                    [Some(a), Some(b), Some(c), Some(d)] => {
+                        k.dot_q8_x4_pairs(w.row(r0 + j), [a, b, c, d], x)
+                    }
+                    _ => k.dot_q8_x4(w.row(r0 + j), x),
+                };
+                for (t, y) in y.into_iter().enumerate() {
                     segs[i + t][j] = y;
                 }
             }

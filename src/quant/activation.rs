@@ -71,6 +71,35 @@ impl ActBlock {
     }
 }
 
+/// Two consecutive activation blocks laid out for 512-bit kernels: both
+/// blocks' values side by side, both lane-sum vectors side by side, and
+/// each block's scale repeated over its eight lanes, so a kernel loads each
+/// with one 512-bit load and the low half of every register holds the even
+/// block, the high half the odd one (the AVX-512 VNNI matmul, see
+/// `quant::dot::x86_64::avx512vnni::dot_q8_x4_pairs`).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct PairBlock {
+    pub(crate) qs: [i8; 2 * QK8_0],
+    pub(crate) neg_bias: [i32; 16],
+    pub(crate) d: [f32; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<PairBlock>() == 192);
+
+impl PairBlock {
+    fn new(a: &ActBlock, b: &ActBlock) -> Self {
+        let mut p = Self::zeroed();
+        p.qs[..QK8_0].copy_from_slice(&a.qs);
+        p.qs[QK8_0..].copy_from_slice(&b.qs);
+        p.neg_bias[..8].copy_from_slice(&a.neg_bias);
+        p.neg_bias[8..].copy_from_slice(&b.neg_bias);
+        p.d[..8].fill(a.d);
+        p.d[8..].fill(b.d);
+        p
+    }
+}
+
 /// Fills `blocks` (reusing its allocation) with the quantized `x`, with
 /// the selected kernel's quantizer (all of them give the same bytes).
 fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
@@ -159,6 +188,11 @@ impl QuantizedVector {
 #[derive(Clone, Debug, Default)]
 pub struct QuantizedBatch {
     blocks: Vec<ActBlock>,
+    /// With the AVX-512 VNNI kernel: each row's pairs of blocks
+    /// (`cols / 64` per row; an odd last block is only in `blocks`).
+    pairs: Vec<PairBlock>,
+    /// Whether `pairs` was built for the current contents.
+    paired: bool,
     rows: usize,
     cols: usize,
 }
@@ -182,9 +216,20 @@ impl QuantizedBatch {
         if cols == 0 || !x.len().is_multiple_of(cols) {
             return Err(QuantError::BatchShape { len: x.len(), cols });
         }
-        quantize_into(&mut self.blocks, x, selected().1);
+        let k = selected().1;
+        quantize_into(&mut self.blocks, x, k);
         self.rows = x.len() / cols;
         self.cols = cols;
+        self.pairs.clear();
+        self.paired = k.matmul_uses_pairs();
+        if self.paired {
+            let nb = cols / QK8_0;
+            for row in self.blocks.chunks_exact(nb) {
+                let (pairs, _) = row.as_chunks::<2>();
+                self.pairs
+                    .extend(pairs.iter().map(|[a, b]| PairBlock::new(a, b)));
+            }
+        }
         Ok(())
     }
 
@@ -205,6 +250,15 @@ impl QuantizedBatch {
     /// If `i >= self.rows()`.
     pub fn row_blocks(&self, i: usize) -> Vec<BlockQ8_0> {
         self.act_row(i).iter().map(|b| b.to_block()).collect()
+    }
+
+    /// Row `i`'s pairs of blocks, if the batch was quantized for a kernel
+    /// that uses them.
+    pub(crate) fn pair_row(&self, i: usize) -> Option<&[PairBlock]> {
+        let per_row = self.cols / (2 * QK8_0);
+        self.pairs
+            .get(i * per_row..(i + 1) * per_row)
+            .filter(|_| self.paired)
     }
 
     pub(crate) fn act_row(&self, i: usize) -> &[ActBlock] {

@@ -26,7 +26,7 @@ pub(crate) use arm::{sdot, NeonDotToken, NeonToken};
 mod x86 {
     use half::f16;
 
-    use crate::quant::activation::ActBlock;
+    use crate::quant::activation::{ActBlock, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
 
@@ -162,6 +162,18 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
             unsafe { avx512vnni::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q8_x4_pairs(
+            self,
+            w: &[BlockQ8_0],
+            pairs: [&[PairBlock]; 4],
+            x: [&[ActBlock]; 4],
+        ) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::avx512_pairs_equal_dot_q8
+            unsafe { avx512vnni::dot_q8_x4_pairs(w, pairs, x) }
         }
 
         #[inline]

@@ -52,7 +52,7 @@ use std::sync::OnceLock;
 use half::f16;
 use thiserror::Error;
 
-use super::activation::{ActBlock, QuantizedVector};
+use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::quantize::QuantError;
 use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
@@ -343,6 +343,34 @@ impl Dispatch {
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_q8_x4(w, x),
             _ => x.map(|xi| self.dot_q8(w, xi)),
+        }
+    }
+
+    /// Whether [`dot_q8_x4_pairs`](Self::dot_q8_x4_pairs) uses the paired
+    /// layout (so a batch should build it).
+    #[inline]
+    pub(crate) fn matmul_uses_pairs(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// [`dot_q8_x4`](Self::dot_q8_x4), bit for bit, reading the rows from
+    /// their paired layout where the kernel has a 512-bit form (AVX-512
+    /// VNNI), else from `x`.
+    #[inline]
+    pub(crate) fn dot_q8_x4_pairs(
+        self,
+        w: &[BlockQ8_0],
+        pairs: [&[PairBlock]; 4],
+        x: [&[ActBlock]; 4],
+    ) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q8_x4_pairs(w, pairs, x),
+            _ => self.dot_q8_x4(w, x),
         }
     }
 
@@ -681,6 +709,46 @@ mod tests {
         let mut out = [1.0f32; 4];
         scalar::axpy_f16(&mut out, 0.5, &k);
         assert_eq!(out, [1.75, 0.0, 1.125, 32753.0]);
+    }
+
+    /// The 512-bit AVX-512 VNNI four-row kernel over paired activations
+    /// gives `dot_q8`'s bits for each row, for even and odd block counts
+    /// (an odd last block goes through the 256-bit path), scales of any
+    /// sign and weights down to -128.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_pairs_equal_dot_q8() {
+        use proptest::prelude::*;
+        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+            eprintln!("avx512_pairs_equal_dot_q8: skipped, the CPU lacks AVX-512 VNNI");
+            return;
+        };
+        let weights = (0usize..9)
+            .prop_flat_map(|nb| prop::collection::vec((any::<[i8; QK8_0]>(), -2.0f32..2.0), nb));
+        proptest!(|(w in weights, seed in any::<u32>())| {
+            let w: Vec<BlockQ8_0> = w
+                .iter()
+                .map(|(qs, d)| BlockQ8_0 { d: f16::from_f32(*d).to_le_bytes(), qs: *qs })
+                .collect();
+            let nb = w.len();
+            let vals: Vec<f32> = (0..4 * nb * QK8_0)
+                .map(|i| {
+                    let h = (seed ^ i as u32).wrapping_mul(2_654_435_761);
+                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                })
+                .collect();
+            let mut xs = crate::quant::QuantizedBatch::new();
+            if nb == 0 {
+                return Ok(());
+            }
+            xs.quantize_from(&vals, nb * QK8_0).unwrap();
+            let rows = [0, 1, 2, 3].map(|i| xs.act_row(i));
+            let pairs = [0, 1, 2, 3].map(|i| xs.pair_row(i).expect("pairs built for AVX-512 VNNI"));
+            let got = k.dot_q8_x4_pairs(&w, pairs, rows);
+            for (g, x) in got.iter().zip(rows) {
+                prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits());
+            }
+        });
     }
 
     /// Every kernel's weighted sum of `f16` rows gives the bits of

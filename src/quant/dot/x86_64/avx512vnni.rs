@@ -9,15 +9,17 @@
 //! byte including -128. The f32 part is the AVX2 kernel's, so the two
 //! kernels return the same bits.
 //!
-//! The lanes stay 256 bits wide: a Q8_0 block holds 32 bytes, and pairing
-//! two blocks in one 512-bit register costs three inserts and a scale
-//! permute per pair, which measured no faster than two 256-bit blocks on an
-//! Intel Xeon, while keeping the AVX2 kernel's bits lets every x86 machine
-//! agree.
+//! The single-row kernels stay 256 bits wide: a Q8_0 block holds 32 bytes,
+//! and pairing two blocks of a decode activation in one 512-bit register
+//! costs inserts for the values, the lane sums and the scales, which
+//! measured no faster than two 256-bit blocks on an Intel Xeon. The prefill
+//! matmul, where an activation row meets every weight row, gets its rows
+//! already paired ([`PairBlock`], built once per batch) and runs
+//! [`dot_q8_x4_pairs`] at 512 bits, with the same bits.
 
 use core::arch::x86_64::*;
 
-use crate::quant::activation::ActBlock;
+use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
 
 /// The weight side of a block: its bytes with the top bit flipped.
@@ -41,3 +43,60 @@ fn lanes(w_unsigned: Weight, x: &ActBlock) -> __m256i {
 }
 
 q8_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
+
+/// `dot_q8_x4` (hence `dot_q8` of each row), bit for bit, with 512-bit
+/// registers: `pairs[i]` holds row `i`'s blocks two by two ([`PairBlock`]),
+/// `x[i]` the row itself (for an odd last block).
+///
+/// A register's low half does what `dot_q8`'s even-block accumulator does
+/// and its high half what the odd-block one does, lane for lane: the same
+/// `vpdpbusd` lanes, the same scale products, the same FMA into the same
+/// running sum. The two halves are added and summed as `dot_q8` adds its two
+/// accumulators, so the result is the same bits with half the instructions
+/// per block (the weight side, two blocks' bytes and scales, is built once
+/// per pair for the four rows).
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()` or `pairs[i].len() != w.len() / 2`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub(crate) fn dot_q8_x4_pairs(
+    w: &[BlockQ8_0],
+    pairs: [&[PairBlock]; 4],
+    x: [&[ActBlock]; 4],
+) -> [f32; 4] {
+    for (xi, pi) in x.iter().zip(&pairs) {
+        assert_eq!(w.len(), xi.len(), "dot_q8: block counts differ");
+        assert_eq!(w.len() / 2, pi.len(), "dot_q8: pair counts differ");
+    }
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        let (qa, qb): (__m256i, __m256i) = (bytemuck::cast(wa.qs), bytemuck::cast(wb.qs));
+        let wu = _mm512_xor_si512(
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qa), qb),
+            flip,
+        );
+        let halves = _mm256_set_m128i(
+            _mm_set1_epi16(i16::from_le_bytes(wb.d)),
+            _mm_set1_epi16(i16::from_le_bytes(wa.d)),
+        );
+        let dw = _mm512_cvtph_ps(halves);
+        for (a, p) in acc.iter_mut().zip(&pairs) {
+            let p = &p[k];
+            let lanes = _mm512_dpbusd_epi32(bytemuck::cast(p.neg_bias), wu, bytemuck::cast(p.qs));
+            let d = _mm512_mul_ps(dw, bytemuck::cast(p.d));
+            *a = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), *a);
+        }
+    }
+    core::array::from_fn(|i| {
+        let wide = _mm512_castps_pd(acc[i]);
+        let mut even = _mm256_castpd_ps(_mm512_castpd512_pd256(wide));
+        let odd = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide));
+        if let [wl] = w_rest {
+            even = term_fma(even, prep(wl), super::avx2::scale8(wl), &x[i][w.len() - 1]);
+        }
+        super::avx2::hsum(_mm256_add_ps(even, odd))
+    })
+}
