@@ -115,6 +115,29 @@ fn session_limits_are_errors() {
     assert_eq!(s.position(), 1);
 }
 
+/// `kv_bytes` is the whole cache: keys and values, every layer, every
+/// position it holds, at the element's width. The tiny model has 2 layers
+/// of 2 key/value heads of 32 (a row of 64 values).
+#[test]
+fn kv_bytes_counts_keys_and_values_of_every_layer_and_position() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 1).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    for (max_positions, kv, want) in [
+        (64, KvDtype::F16, 2 * 2 * 64 * 64 * 2),
+        (64, KvDtype::F32, 2 * 2 * 64 * 64 * 4),
+        (1, KvDtype::F16, 512),
+        // 0: the model's context (4096), at most DEFAULT_MAX_POSITIONS.
+        (0, KvDtype::F16, 2_097_152),
+    ] {
+        let opts = SessionOptions { max_positions, kv };
+        let mut s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts).unwrap();
+        assert_eq!(s.kv_bytes(), want, "{max_positions} positions of {kv}");
+        s.decode(1).unwrap();
+        assert_eq!(s.kv_bytes(), want, "the cache does not grow");
+    }
+}
+
 /// The larger dense Qwen3 sizes differ from 0.6B only in their metadata,
 /// which is all the loader reads: 1.7B (hidden 2048, 16/8 heads of 128),
 /// 4B and 8B (32/8 heads of 128, so the attention width 4096 differs from
