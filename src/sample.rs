@@ -91,8 +91,32 @@ impl Sampler {
     /// The next token. An empty slice gives 0; NaN logits are never chosen
     /// unless every logit is NaN.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        if self.is_greedy() || logits.len() < 2 {
+        let Some(kept) = self.nucleus(logits) else {
             return crate::model::argmax(logits);
+        };
+        let kept_mass: f64 = self.candidates[..kept]
+            .iter()
+            .map(|&(p, _)| f64::from(p))
+            .sum();
+        let mut r = self.uniform() * kept_mass;
+        for &(p, id) in &self.candidates[..kept] {
+            r -= f64::from(p);
+            if r < 0.0 {
+                return id;
+            }
+        }
+        self.candidates[kept - 1].1
+    }
+
+    /// Leaves the nucleus in `candidates[..kept]`, most likely first (the
+    /// lower id first on ties), each with its unnormalized probability, and
+    /// returns `kept` (at least 1). `None` where sampling is greedy: a
+    /// temperature of 0 or so small that `1 / temperature` is infinite,
+    /// fewer than two logits, or a largest logit that is not finite.
+    fn nucleus(&mut self, logits: &[f32]) -> Option<usize> {
+        let inv_t = 1.0 / self.temperature;
+        if self.is_greedy() || !inv_t.is_finite() || logits.len() < 2 {
+            return None;
         }
         let max = logits
             .iter()
@@ -100,9 +124,8 @@ impl Sampler {
             .filter(|v| !v.is_nan())
             .fold(f32::NEG_INFINITY, f32::max);
         if !max.is_finite() {
-            return crate::model::argmax(logits);
+            return None;
         }
-        let inv_t = 1.0 / self.temperature;
         let mut total = 0.0f64;
         self.candidates.clear();
         for (i, &l) in logits.iter().enumerate() {
@@ -115,9 +138,11 @@ impl Sampler {
             self.candidates.push((p, i as u32));
         }
         // Only tokens above (1 - top_p) / (n - 1) of the mass can be in the
-        // nucleus (the rest together hold less than 1 - top_p), so sort
-        // those alone: a few hundred entries instead of the vocabulary.
-        let cutoff = (1.0 - f64::from(self.top_p)) / (logits.len() - 1) as f64 * total;
+        // nucleus beside the most likely one (the rest together hold less
+        // than 1 - top_p), so sort those alone: a few hundred entries
+        // instead of the vocabulary. The most likely token has p = 1 and
+        // is always kept: at a top-p below 1/n the bound can exceed it.
+        let cutoff = ((1.0 - f64::from(self.top_p)) / (logits.len() - 1) as f64 * total).min(1.0);
         if self.top_p < 1.0 {
             self.candidates.retain(|&(p, _)| f64::from(p) >= cutoff);
         }
@@ -135,18 +160,7 @@ impl Sampler {
                 }
             }
         }
-        let kept_mass: f64 = self.candidates[..kept]
-            .iter()
-            .map(|&(p, _)| f64::from(p))
-            .sum();
-        let mut r = self.uniform() * kept_mass;
-        for &(p, id) in &self.candidates[..kept] {
-            r -= f64::from(p);
-            if r < 0.0 {
-                return id;
-            }
-        }
-        self.candidates[kept.saturating_sub(1)].1
+        Some(kept)
     }
 }
 
@@ -187,6 +201,78 @@ mod tests {
         // 0.5 : 0.3 renormalised is 62.5% : 37.5%.
         let share = seen[0] as f64 / 2000.0;
         assert!((share - 0.625).abs() < 0.05, "{share}");
+    }
+
+    /// The ids of the nucleus, in the sampler's order.
+    fn kept(temperature: f32, top_p: f32, logits: &[f32]) -> Vec<u32> {
+        let mut s = Sampler::new(temperature, top_p, 0).unwrap();
+        let kept = s.nucleus(logits).expect("not greedy");
+        s.candidates[..kept].iter().map(|&(_, id)| id).collect()
+    }
+
+    #[test]
+    fn top_p_keeps_exactly_the_smallest_most_likely_set() {
+        // p = 0.5, 0.3 and 100 tokens of 0.002, in a shuffled order: the
+        // nucleus of 0.861 is the two large ones and the first 31 small
+        // ones by id (0.8 + 31 * 0.002 = 0.862), whatever the order.
+        let mut logits = vec![0.002f32.ln(); 102];
+        logits[57] = 0.5f32.ln();
+        logits[3] = 0.3f32.ln();
+        let small: Vec<u32> = (0..102).filter(|&i| i != 57 && i != 3).collect();
+        let mut want = vec![57, 3];
+        want.extend(&small[..31]);
+        assert_eq!(kept(1.0, 0.861, &logits), want);
+        assert_eq!(kept(1.0, 0.7, &logits), [57, 3]);
+        assert_eq!(kept(1.0, 0.45, &logits), [57]);
+        assert_eq!(kept(1.0, 1.0, &logits).len(), 102);
+        // A temperature of 2 flattens the distribution to p ~ sqrt(p):
+        // 0.7071, 0.5477, 0.0447 each (total 5.727). 0.5 of it (2.864)
+        // needs both large ones and 36 small ones (1.255 + 36 * 0.0447 =
+        // 2.865).
+        let mut want = vec![57, 3];
+        want.extend(&small[..36]);
+        assert_eq!(kept(2.0, 0.5, &logits), want);
+    }
+
+    #[test]
+    fn top_p_on_equal_logits_keeps_the_lowest_ids() {
+        // 1000 equal logits: top-p 0.9 keeps 900 of them, the lowest ids.
+        let logits = vec![0.25f32; 1000];
+        assert_eq!(kept(1.0, 0.9, &logits), (0..900).collect::<Vec<u32>>());
+        // A top-p below 1/n still keeps one token.
+        assert_eq!(kept(1.0, 0.0005, &logits), [0]);
+        assert_eq!(kept(1.0, 0.1, &[0.0, 0.0]), [0]);
+        let mut s = Sampler::new(1.0, 0.1, 5).unwrap();
+        assert_eq!(s.sample(&[0.0, 0.0]), 0);
+        let mut s = Sampler::new(1.0, 0.9, 5).unwrap();
+        for _ in 0..100 {
+            assert!(s.sample(&logits) < 900);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_draws_other_seed_other_draws() {
+        // 64 equally likely tokens: 20 draws of one seed repeat exactly,
+        // and no two of 50 seeds draw the same 20 (a repeat would have a
+        // chance of about 1e-33).
+        let logits = [0.0f32; 64];
+        let draws = |seed: u64| {
+            let mut s = Sampler::new(1.0, 1.0, seed).unwrap();
+            (0..20).map(|_| s.sample(&logits)).collect::<Vec<u32>>()
+        };
+        let all: Vec<Vec<u32>> = (0..50).map(draws).collect();
+        for (seed, d) in all.iter().enumerate() {
+            assert_eq!(&draws(seed as u64), d, "seed {seed}");
+            for (other, e) in all.iter().enumerate().skip(seed + 1) {
+                assert_ne!(d, e, "seeds {seed} and {other} draw the same tokens");
+            }
+        }
+    }
+
+    #[test]
+    fn a_temperature_whose_inverse_is_infinite_is_greedy() {
+        let mut s = Sampler::new(f32::from_bits(1), 0.5, 1).unwrap();
+        assert_eq!(s.sample(&[0.0, 2.0, 1.0, 2.0]), 1);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `inferno synth`: writes the library's bytes to `--out` or the cache,
 //! reuses a cached file, and fails with one line and status 1.
-#![cfg(feature = "cli")]
+// Not under `loom`: a `--features loom` build of `inferno` refuses to run
+// (its pool would use loom's atomics outside a model; `tests/cli_loom.rs`
+// checks the refusal), so `cargo test --features loom` compiles these out.
+#![cfg(all(feature = "cli", not(feature = "loom")))]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,6 +1,9 @@
 //! `inferno tokenize` on a writer-made vocabulary: ids as text and JSON,
 //! `--no-special`, `--file`, and one-line errors.
-#![cfg(feature = "cli")]
+// Not under `loom`: a `--features loom` build of `inferno` refuses to run
+// (its pool would use loom's atomics outside a model; `tests/cli_loom.rs`
+// checks the refusal), so `cargo test --features loom` compiles these out.
+#![cfg(all(feature = "cli", not(feature = "loom")))]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -503,6 +503,44 @@ fn overlapping_tensors() {
     );
 }
 
+/// Ranges are half-open: a tensor may start at the byte right after the
+/// previous one ends, but not one byte earlier. Two `i8` tensors (their
+/// sizes need not be multiples of the alignment) with `general.alignment`
+/// 8: `t.a` holds bytes 0..9 of the data section, `t.b` is moved from 16
+/// to 8, and then shares byte 8 with it.
+#[test]
+fn tensors_overlapping_by_one_byte() {
+    let file = |a_len: usize| {
+        let (a, b) = (vec![1u8; a_len], vec![2u8; 8]);
+        let mut w = Writer::new();
+        w.alignment(8)
+            .unwrap()
+            .add_tensor("t.a", GgmlType::I8, &[a_len as u64], a)
+            .unwrap()
+            .add_tensor("t.b", GgmlType::I8, &[8], b)
+            .unwrap();
+        w.to_bytes().unwrap()
+    };
+    // Touching: `t.b` right after an 8-byte `t.a`.
+    let touching = file(8);
+    let g = Gguf::parse(&touching).unwrap();
+    assert_eq!(g.tensor("t.b").unwrap().offset, 8);
+    assert_eq!(g.tensor_bytes("t.a").unwrap(), [1u8; 8]);
+    assert_eq!(g.tensor_bytes("t.b").unwrap(), [2u8; 8]);
+
+    let mut bytes = file(9);
+    let f = tensor_fields(&bytes, "t.b");
+    assert_eq!(bytes[f.offset..f.offset + 8], 16u64.to_le_bytes());
+    Gguf::parse(&bytes).unwrap();
+    put_u64(&mut bytes, f.offset, 8);
+    let err = parse_err(&bytes);
+    assert!(
+        matches!(&err, GgufError::TensorOverlap { first, first_offset: 0, second, second_offset: 8 }
+            if first == "t.a" && second == "t.b"),
+        "{err}"
+    );
+}
+
 #[test]
 fn lookup_errors() {
     let bytes = base();

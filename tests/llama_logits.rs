@@ -135,6 +135,49 @@ fn every_backend_matches_llama_cpp_decode_and_prefill() {
     }
 }
 
+/// `prefill` returns the logits after the last token of the prompt (what
+/// `generate` and `bench` take their first token from): at every prompt
+/// length, on every backend, they match llama.cpp's at the prompt's last
+/// position, and `decode` then continues from there.
+#[test]
+fn prefill_returns_the_last_positions_logits() {
+    let (_, want) = read_npy(&fixture("qwen3-tiny-s7.logits.seq.npy"));
+    let file = GgufFile::open(fixture("qwen3-tiny-s7.gguf")).expect("fixture model");
+    let gguf = file.gguf();
+    let model = Qwen3::load(&gguf).unwrap();
+    let vocab = model.config.vocab;
+    let row = |pos: usize| &want[pos * vocab..(pos + 1) * vocab];
+    for b in backends() {
+        let label = format!("{} x{}", b.name(), b.threads());
+        let mut s = Session::new(&model, &b, SessionOptions::default()).unwrap();
+        for n in [1, 2, 3, 7, 19, 20] {
+            s.reset();
+            let last = s.prefill(&TOKENS[..n]).unwrap().to_vec();
+            let e = rel_l2(&last, row(n - 1));
+            assert!(
+                e < TOLERANCE,
+                "{label}: prefill of {n} tokens: relative L2 error {e:.2e} from position {}",
+                n - 1
+            );
+            assert_eq!(s.logits(), &last[..], "{label}: logits() after prefill");
+            assert_eq!(s.position(), n);
+            if n < TOKENS.len() {
+                let next = s.decode(TOKENS[n]).unwrap();
+                let e = rel_l2(next, row(n));
+                assert!(
+                    e < TOLERANCE,
+                    "{label}: decode after a prefill of {n}: {e:.2e}"
+                );
+            }
+        }
+        // A prompt prefilled in two parts: the second part's last position.
+        s.reset();
+        s.prefill(&TOKENS[..11]).unwrap();
+        let e = rel_l2(s.prefill(&TOKENS[11..]).unwrap(), row(19));
+        assert!(e < TOLERANCE, "{label}: prefill in two parts: {e:.2e}");
+    }
+}
+
 #[test]
 fn f32_cache_is_close_too() {
     let (_, want) = read_npy(&fixture("qwen3-tiny-s7.logits.seq.npy"));

@@ -1,6 +1,8 @@
 //! loom models of the pool protocol (`src/unsafe_core/PROTOCOL.md`).
 //!
-//! Run with `cargo test --features loom --release --test loom_pool`.
+//! Run with `cargo test --features loom` (the whole suite under loom, as CI
+//! runs it), or the models alone, faster in release: `cargo test --features
+//! loom --release --test loom_pool`.
 //!
 //! Under the `loom` feature the pool's atomics, mailbox cell, locks and
 //! threads are loom's, so each model below explores the interleavings (up

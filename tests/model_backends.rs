@@ -6,6 +6,7 @@
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::gguf::Gguf;
 use inferno_cpu::model::{argmax, KvDtype, ModelError, Qwen3, Session, SessionOptions};
+use inferno_cpu::sample::Sampler;
 use inferno_cpu::synth::{model_bytes, SynthConfig};
 
 fn run<B: Backend>(model: &Qwen3<'_>, b: B, kv: KvDtype, prefill: bool) -> Vec<u32> {
@@ -113,6 +114,76 @@ fn session_limits_are_errors() {
     s.reset();
     s.decode(4).unwrap();
     assert_eq!(s.position(), 1);
+}
+
+/// `kv_bytes` is the whole cache: keys and values, every layer, every
+/// position it holds, at the element's width. The tiny model has 2 layers
+/// of 2 key/value heads of 32 (a row of 64 values).
+#[test]
+fn kv_bytes_counts_keys_and_values_of_every_layer_and_position() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 1).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    for (max_positions, kv, want) in [
+        (64, KvDtype::F16, 2 * 2 * 64 * 64 * 2),
+        (64, KvDtype::F32, 2 * 2 * 64 * 64 * 4),
+        (1, KvDtype::F16, 512),
+        // 0: the model's context (4096), at most DEFAULT_MAX_POSITIONS.
+        (0, KvDtype::F16, 2_097_152),
+    ] {
+        let opts = SessionOptions { max_positions, kv };
+        let mut s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts).unwrap();
+        assert_eq!(s.kv_bytes(), want, "{max_positions} positions of {kv}");
+        s.decode(1).unwrap();
+        assert_eq!(s.kv_bytes(), want, "the cache does not grow");
+    }
+}
+
+/// Seeded generation, as `inferno generate --temperature 1 --seed S` runs
+/// it: a prompt prefilled, then 24 tokens sampled and decoded. The tiny
+/// model's next-token distribution is far from one-hot (its most likely
+/// token has under a tenth of the mass), so the seed decides the text: one
+/// seed gives the same tokens on every backend and run, and no two of six
+/// seeds give the same tokens.
+#[test]
+fn a_seed_fixes_the_sampled_text_and_another_seed_changes_it() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    let prompt = [3u32, 141, 59, 265];
+    let generate = |backend: AnyBackend, seed: u64| {
+        let mut s = Session::new(&model, backend, SessionOptions::default()).unwrap();
+        let mut sampler = Sampler::new(1.0, 0.95, seed).unwrap();
+        let logits = s.prefill(&prompt).unwrap();
+        let max = logits.iter().copied().fold(f32::MIN, f32::max);
+        let mass: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+        assert!(1.0 / mass < 0.1, "a near-degenerate distribution");
+        let mut token = sampler.sample(logits);
+        let mut text = vec![token];
+        for _ in 1..24 {
+            token = sampler.sample(s.decode(token).unwrap());
+            text.push(token);
+        }
+        text
+    };
+    let simd = || AnyBackend::new("simd", 1).unwrap();
+    let texts: Vec<Vec<u32>> = (0..6).map(|seed| generate(simd(), seed)).collect();
+    for (seed, text) in texts.iter().enumerate() {
+        assert_eq!(
+            &generate(simd(), seed as u64),
+            text,
+            "seed {seed}, run twice"
+        );
+        let pool = AnyBackend::new("pool", 2).unwrap();
+        assert_eq!(
+            &generate(pool, seed as u64),
+            text,
+            "seed {seed} on the pool"
+        );
+        for (other, t) in texts.iter().enumerate().skip(seed + 1) {
+            assert_ne!(text, t, "seeds {seed} and {other} give the same text");
+        }
+    }
 }
 
 /// The larger dense Qwen3 sizes differ from 0.6B only in their metadata,

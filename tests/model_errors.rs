@@ -420,7 +420,8 @@ fn every_key_removed() {
             other => panic!("{key}: {other:?}"),
         }
     }
-    // Optional keys take their defaults: the same widths here...
+    // Optional keys take their defaults: the same widths here (the RoPE
+    // base's default: `missing_rope_base_is_10000`)...
     for key in [
         "qwen3.attention.key_length",
         "qwen3.attention.value_length",
@@ -434,6 +435,28 @@ fn every_key_removed() {
         Edit::tiny().remove("qwen3.attention.head_count_kv"),
         "blk.0.attn_k.weight",
     );
+}
+
+/// A file without `qwen3.rope.freq_base` gets llama.cpp's default base,
+/// 10000 (not the 1e6 Qwen3 is trained with, which the file would name):
+/// the configuration says so, and the logits are those of a file that
+/// writes 10000 out, not those of the unedited (1e6) file.
+#[test]
+fn missing_rope_base_is_10000() {
+    let key = "qwen3.rope.freq_base";
+    let missing = Edit::tiny().remove(key);
+    let file = missing.file();
+    let gguf = file.gguf();
+    assert_eq!(Qwen3::load(&gguf).unwrap().config.rope_base, 10_000.0);
+    let explicit = logits(&Edit::tiny().set(key, Value::F32(10_000.0)));
+    let got = logits(&missing);
+    assert!(
+        got.iter()
+            .zip(&explicit)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "the default base is not 10000"
+    );
+    assert!(rel(&got, &logits(&Edit::tiny())) > 1e-3);
 }
 
 #[test]

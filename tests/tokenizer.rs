@@ -214,6 +214,56 @@ fn added_tokens_are_matched_whole_and_on_request() {
     assert_eq!(tok.encode("<|im_", true), [60, 124, 105, 109, 95]);
 }
 
+/// Added tokens are matched leftmost-longest, as Hugging Face matches
+/// them: where one added token is a prefix of another, the longer one wins
+/// wherever the text holds it, and the shorter one where it does not.
+#[test]
+fn an_added_token_inside_a_longer_one_yields_to_it() {
+    const EMPTY_THINK: u32 = 280; // `<think></think>`, user-defined
+    const IM_START_ASSISTANT: u32 = 281; // `<|im_start|>assistant`, control
+    let mut parts = hand_parts();
+    for (text, ty) in [("<think></think>", 4), ("<|im_start|>assistant", 3)] {
+        parts.tokens.push(text.to_owned());
+        parts.token_types.push(ty);
+    }
+    let tok = Tokenizer::from_parts(&parts).unwrap();
+    let with = |head: &[u32], text: &str, special: bool| {
+        let mut ids = head.to_vec();
+        ids.extend(tok.encode(text, special));
+        ids
+    };
+    for special in [true, false] {
+        assert_eq!(tok.encode("<think></think>", special), [EMPTY_THINK]);
+        assert_eq!(
+            tok.encode("<think><think></think>hello", special),
+            [THINK, EMPTY_THINK, 268]
+        );
+        assert_eq!(
+            tok.encode("<think></think", special),
+            with(&[THINK], "</think", special)
+        );
+        assert_eq!(
+            tok.encode("hello<think></think><think>", special),
+            [268, EMPTY_THINK, THINK]
+        );
+    }
+    assert_eq!(
+        tok.encode("<|im_start|>assistant\nhello", true),
+        with(&[IM_START_ASSISTANT], "\nhello", true)
+    );
+    assert_eq!(
+        tok.encode("<|im_start|>user", true),
+        with(&[IM_START], "user", true)
+    );
+    assert_eq!(
+        tok.encode("<|im_start|>assistant<|im_start|>", true),
+        [IM_START_ASSISTANT, IM_START]
+    );
+    // Without `special`, control tokens are text, long or short.
+    let plain = tok.encode("<|im_start|>assistant", false);
+    assert!(!plain.contains(&IM_START) && !plain.contains(&IM_START_ASSISTANT));
+}
+
 #[test]
 fn nfc_applies_between_added_tokens_only() {
     let tok = hand_vocab();

@@ -303,6 +303,63 @@ mod tests {
     }
 
     #[test]
+    fn softmax_of_logits_past_exp_overflow() {
+        // exp(100) overflows f32 (its largest exponent is about 88.7): the
+        // max must be subtracted first, or every weight is inf/inf = NaN.
+        let mut x = [100.0f32, 100.0 - 2.0f32.ln(), -50.0];
+        softmax(&mut x);
+        assert!((x[0] - 2.0 / 3.0).abs() < 1e-6, "{x:?}");
+        assert!((x[1] - 1.0 / 3.0).abs() < 1e-6, "{x:?}");
+        assert_eq!(x[2], 0.0);
+    }
+
+    /// Attention scores `q . k * scale` of 200 and 197.5: far past where
+    /// `exp` overflows in `f32`, as a head with large QK-norm weights gets.
+    /// The weights are softmax([200, 197.5]) = [1 / (1 + e^-2.5), e^-2.5 /
+    /// (1 + e^-2.5)], in both cache types (every input is exact in `f16`).
+    #[test]
+    fn attention_with_scores_past_exp_overflow() {
+        let q = [10.0f32; 4];
+        // kv_dim 4, one kv head, two positions.
+        let k = [10.0f32, 10.0, 10.0, 10.0, 9.875, 9.875, 9.875, 9.875];
+        let v = [1.0f32, 0.0, 2.0, 4.0, 0.0, 1.0, 2.0, -4.0];
+        let w1 = (-2.5f64).exp() / (1.0 + (-2.5f64).exp());
+        let w0 = 1.0 - w1;
+        let want: Vec<f64> = (0..4)
+            .map(|i| w0 * f64::from(v[i]) + w1 * f64::from(v[4 + i]))
+            .collect();
+        let (k16, v16): (Vec<f16>, Vec<f16>) = (
+            k.iter().map(|&x| f16::from_f32(x)).collect(),
+            v.iter().map(|&x| f16::from_f32(x)).collect(),
+        );
+        for (kr, vr, round, tol) in [
+            (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
+            // The weights rounded to f16 as GGML rounds them.
+            (KvRows::F16(&k16), KvRows::F16(&v16), true, 1e-2),
+        ] {
+            let job = HeadJob {
+                k: kr,
+                v: vr,
+                kv_dim: 4,
+                head_dim: 4,
+                group: 1,
+                scale: 0.5,
+                round,
+                dot: Dispatch::Scalar,
+            };
+            let mut s = HeadScratch::new(4, 2);
+            s.q.copy_from_slice(&q);
+            attend(&job, 0, 2, &mut s);
+            for (i, (&got, &w)) in s.out.iter().zip(&want).enumerate() {
+                assert!(
+                    got.is_finite() && (f64::from(got) - w).abs() < tol,
+                    "round {round}: out[{i}] = {got}, want {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn attention_over_one_position_returns_its_value() {
         let k = [0.5f32; 8];
         let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
