@@ -342,14 +342,13 @@ mod tests {
                 v: vr,
                 kv_dim: 4,
                 head_dim: 4,
-                group: 1,
                 scale: 0.5,
                 round,
                 dot: Dispatch::Scalar,
             };
-            let mut s = HeadScratch::new(4, 2);
+            let mut s = GroupScratch::new(1, 4, 2);
             s.q.copy_from_slice(&q);
-            attend(&job, 0, 2, &mut s);
+            attend_group(&job, 0, 2, &mut s);
             for (i, (&got, &w)) in s.out.iter().zip(&want).enumerate() {
                 assert!(
                     got.is_finite() && (f64::from(got) - w).abs() < tol,
