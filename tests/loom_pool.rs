@@ -31,6 +31,10 @@ use loom::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use loom::sync::Arc;
 use loom::thread::ThreadId;
 
+#[path = "support/watchdog.rs"]
+mod watchdog;
+use watchdog::{quiet_panics, EXPECTED};
+
 /// Spin time that lets workers spin a couple of rounds before parking.
 const SPIN: Duration = Duration::from_micros(1);
 
@@ -161,8 +165,9 @@ fn park_unpark_no_lost_wakeup() {
 /// the caller after every share finished, and the pool keeps working.
 #[test]
 fn panic_in_share() {
-    // Keep expected panics off the test output.
-    std::panic::set_hook(Box::new(|_| {}));
+    // Keep the planned panics off the test output, and only those: loom's
+    // own report of a failed model stays visible.
+    quiet_panics();
     model(|| {
         let pool = pool(2, SPIN);
         let hits = counters(2);
@@ -171,7 +176,7 @@ fn panic_in_share() {
                 pool.dispatch(|id, _| {
                     hits[id].fetch_add(1, Relaxed);
                     if id == panicking {
-                        panic!("share {id}");
+                        panic!("{EXPECTED}: share {id}");
                     }
                 })
             }));
@@ -183,7 +188,6 @@ fn panic_in_share() {
         });
         assert_all(&hits, 3);
     });
-    let _ = std::panic::take_hook();
 }
 
 /// Two threads dispatch on one pool at once. One takes the workers, the
@@ -398,7 +402,7 @@ struct Bomb;
 
 impl Drop for Bomb {
     fn drop(&mut self) {
-        panic!("payload drop");
+        panic!("{EXPECTED}: payload drop");
     }
 }
 
@@ -411,7 +415,7 @@ static TWO_WORKERS_PANICKED: std::sync::atomic::AtomicBool =
 /// model).
 #[test]
 fn panics_in_two_workers() {
-    std::panic::set_hook(Box::new(|_| {}));
+    quiet_panics();
     TWO_WORKERS_PANICKED.store(false, std::sync::atomic::Ordering::Relaxed);
     model_bounded(2, || {
         let pool = pool(3, SPIN);
@@ -441,7 +445,6 @@ fn panics_in_two_workers() {
         // `panic_in_share`'s job, with one worker, where loom is fast.
         drop(pool);
     });
-    let _ = std::panic::take_hook();
     assert!(
         TWO_WORKERS_PANICKED.load(std::sync::atomic::Ordering::Relaxed),
         "no execution had both panicking shares on workers"

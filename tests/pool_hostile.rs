@@ -13,7 +13,7 @@ use inferno_cpu::{split, PoolError, ThreadPool, MAX_THREADS};
 
 #[path = "support/watchdog.rs"]
 mod watchdog;
-use watchdog::{quiet_panics, within};
+use watchdog::{quiet_panics, within, EXPECTED};
 
 fn pool(n: usize, spin: Duration) -> ThreadPool {
     ThreadPool::builder()
@@ -33,7 +33,7 @@ impl Drop for Bomb {
 struct Bomb2;
 impl Drop for Bomb2 {
     fn drop(&mut self) {
-        panic!("bomb2 drop");
+        panic!("{EXPECTED}: bomb2 drop");
     }
 }
 
@@ -113,7 +113,7 @@ fn payload_drop_dispatches_on_pool() {
                 self.0.dispatch(|_, _| {
                     INNER.fetch_add(1, SeqCst);
                 });
-                panic!("and then panic in drop");
+                panic!("{EXPECTED}: and then panic in drop");
             }
         }
         for _ in 0..200 {
@@ -152,7 +152,7 @@ fn dynamic_with_panics() {
                             }
                             if range.start % 3 == 1 {
                                 bad.fetch_add(1, Relaxed);
-                                panic!("dyn");
+                                panic!("{EXPECTED}: dyn");
                             }
                         })
                     }));
@@ -267,7 +267,7 @@ fn concurrent_nested_late_workers() {
                                         });
                                     }
                                     if panics && id == round % n {
-                                        panic!("planned");
+                                        panic!("{EXPECTED}: planned");
                                     }
                                 })
                             }));
@@ -338,6 +338,58 @@ fn drop_races() {
     });
 }
 
+/// Names of this process's threads that start with `prefix` (Linux).
+#[cfg(target_os = "linux")]
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim().starts_with(prefix))
+        .count()
+}
+
+/// The drop comes while the workers are still busy with the job before it:
+/// registering or claiming (a dispatch does not wait for a worker that has
+/// not registered), or on their way to parking right after it (zero and
+/// near-zero spin times). A stop that slips between a worker's last look
+/// at the word and its PARKED announcement (a wake-up lost at shutdown)
+/// leaves that worker asleep and the drop's join blocked: the watchdog
+/// reports the hang. Afterwards no worker thread is left.
+#[test]
+fn drop_while_workers_mid_claim() {
+    const PREFIX: &str = "hostile-mid-";
+    within(Duration::from_secs(120), "drop_while_workers_mid_claim", || {
+        for i in 0..3000usize {
+            let spin = match i % 3 {
+                0 => Duration::ZERO,
+                1 => Duration::from_nanos(1),
+                _ => Duration::from_micros(2),
+            };
+            let p = ThreadPool::builder()
+                .threads(3)
+                .spin_time(spin)
+                .thread_name_prefix(PREFIX)
+                .build()
+                .unwrap();
+            let c = AtomicUsize::new(0);
+            for _ in 0..1 + i % 2 {
+                p.dispatch(|_, _| {
+                    c.fetch_add(1, Relaxed);
+                });
+            }
+            // Vary where in the workers' claim-then-park path the stop lands.
+            for _ in 0..(i % 16) * 8 {
+                std::hint::spin_loop();
+            }
+            drop(p);
+            assert_eq!(c.load(Relaxed), 3 * (1 + i % 2));
+        }
+    });
+    // `drop` joined every worker: none is left, not merely told to stop.
+    #[cfg(target_os = "linux")]
+    assert_eq!(threads_named(PREFIX), 0, "a worker outlived its pool");
+}
+
 /// A pool sent to another thread and dropped there while a worker of it is
 /// parked; and a pool dropped right after a dispatch whose shares panicked.
 #[test]
@@ -346,7 +398,7 @@ fn drop_after_panic_and_on_other_thread() {
     within(Duration::from_secs(30), "drop_after_panic", || {
         for _ in 0..200 {
             let p = pool(3, Duration::ZERO);
-            let _ = catch_unwind(AssertUnwindSafe(|| p.dispatch(|_, _| panic!("x"))));
+            let _ = catch_unwind(AssertUnwindSafe(|| p.dispatch(|_, _| panic!("{EXPECTED}: x"))));
             std::thread::spawn(move || drop(p)).join().unwrap();
         }
     });

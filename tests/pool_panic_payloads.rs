@@ -16,14 +16,14 @@ use inferno_cpu::ThreadPool;
 
 #[path = "support/watchdog.rs"]
 mod watchdog;
-use watchdog::{quiet_panics, within};
+use watchdog::{quiet_panics, within, EXPECTED};
 
 /// A panic payload whose `Drop` panics too.
 struct Bomb;
 
 impl Drop for Bomb {
     fn drop(&mut self) {
-        panic!("payload drop");
+        panic!("{EXPECTED}: payload drop");
     }
 }
 

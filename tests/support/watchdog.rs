@@ -5,10 +5,30 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Once};
 use std::time::Duration;
 
-/// Keeps expected panics (bombs, panicking drops) off the test output.
+/// Panic messages that start with this are planned by a test.
+pub const EXPECTED: &str = "expected panic";
+
+/// Keeps the panics a test provokes off the test output, and only those:
+/// a panic whose payload is not a string (a test's own `panic_any` type:
+/// bombs, share ids) or whose message starts with [`EXPECTED`]. Every
+/// other panic (a failed assert, the watchdog's hang report, a panic the
+/// pool should not have raised) goes to the previous hook and is printed.
 pub fn quiet_panics() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| std::panic::set_hook(Box::new(|_| {})));
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            match message {
+                Some(m) if !m.starts_with(EXPECTED) => previous(info),
+                _ => {}
+            }
+        }))
+    });
 }
 
 /// Runs `f` on a helper thread and returns its result, resuming its panic
