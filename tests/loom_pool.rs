@@ -167,7 +167,7 @@ fn park_unpark_no_lost_wakeup() {
 fn panic_in_share() {
     // Keep the planned panics off the test output, and only those: loom's
     // own report of a failed model stays visible.
-    quiet_panics();
+    let _hidden = quiet_panics();
     model(|| {
         let pool = pool(2, SPIN);
         let hits = counters(2);
@@ -415,7 +415,7 @@ static TWO_WORKERS_PANICKED: std::sync::atomic::AtomicBool =
 /// model).
 #[test]
 fn panics_in_two_workers() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     TWO_WORKERS_PANICKED.store(false, std::sync::atomic::Ordering::Relaxed);
     model_bounded(2, || {
         let pool = pool(3, SPIN);

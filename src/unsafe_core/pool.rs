@@ -606,14 +606,16 @@ impl Shared {
     }
 
     /// Returns the first job word with an unclaimed share or the stop bit:
-    /// spins, then spins and yields, and parks once the configured spin
-    /// time has passed without a job opening ([P-spin], [P-park]).
+    /// spins, then spins and yields, and parks once a spin time has passed
+    /// without a job opening ([P-spin], [P-park]).
     ///
-    /// `seen` is the last epoch this worker saw. A new epoch (a job opened,
-    /// whether or not this worker got into it) restarts the spin budget,
-    /// and so does a wake-up: a woken worker spins again for the full spin
-    /// time instead of parking at once when the job it was woken for has
-    /// already closed.
+    /// `seen` is the epoch this worker saw when its budget last ran out.
+    /// When the budget runs out again, a different epoch (a job opened
+    /// meanwhile, whether or not this worker got into it) restarts the
+    /// budget instead of parking; so does a wake-up: a woken worker spins
+    /// again for the full spin time instead of parking at once when the job
+    /// it was woken for has already closed. With a zero spin time neither
+    /// applies: the worker parks at once and stays parked until a job opens.
     #[inline]
     fn wait_for_job(&self, seen: &mut usize) -> usize {
         let n = self.threads;
@@ -628,17 +630,20 @@ impl Shared {
             if word & STOP != 0 || cursor(word) < n {
                 return word;
             }
-            // Relaxed: a hint; on the line just read ([P-spin]).
-            let epoch = self.board.epoch.load(Ordering::Relaxed);
-            if epoch != *seen {
-                // Jobs are opening: keep spinning for another spin time.
-                *seen = epoch;
-                backoff = Backoff::new(self.spin);
-            }
             match backoff.step() {
                 Step::Spin => sync::spin_loop(),
                 Step::Yield => sync::yield_now(),
                 Step::Park => {
+                    if !self.spin.is_zero() {
+                        // Relaxed: a hint, on the line just read ([P-spin]).
+                        let epoch = self.board.epoch.load(Ordering::Relaxed);
+                        if epoch != *seen {
+                            // Jobs opened during the budget: spin another.
+                            *seen = epoch;
+                            backoff = Backoff::new(self.spin);
+                            continue;
+                        }
+                    }
                     self.park();
                     // Woken (by a publish, or spuriously): back to spinning
                     // with a full budget ([P-spin]).
@@ -653,7 +658,7 @@ impl Shared {
     #[cold]
     fn park(&self) {
         let n = self.threads;
-        let guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             // Acquire: as in `wait_for_job`.
             let word = self.board.word.load(Ordering::Acquire);
@@ -674,14 +679,16 @@ impl Shared {
                     continue;
                 }
             }
-            // One wait: whatever woke us (a publish, the stop, a spurious
-            // wake-up), the caller spins again before it parks again.
-            drop(
-                self.wake
-                    .wait(guard)
-                    .unwrap_or_else(PoisonError::into_inner),
-            );
-            return;
+            guard = self
+                .wake
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+            // Woken (by a publish, the stop, or spuriously): with a spin
+            // time, the caller spins again before it parks again; without
+            // one, spinning would only come straight back here.
+            if !self.spin.is_zero() {
+                return;
+            }
         }
     }
 
@@ -757,8 +764,9 @@ impl Drop for Registration<'_> {
 /// shares until none is left, leave, repeat until the pool stops.
 fn worker_main(shared: &Shared) {
     let n = shared.threads;
-    // Relaxed: a hint ([P-spin]).
-    let mut seen = shared.board.epoch.load(Ordering::Relaxed);
+    // The epoch the pool starts with: a worker that starts after some
+    // publishes merely spins one budget more ([P-spin]).
+    let mut seen = 0;
     loop {
         let word = shared.wait_for_job(&mut seen);
         if word & STOP != 0 {
