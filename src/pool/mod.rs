@@ -336,11 +336,15 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// How long a worker keeps waiting actively after its last job before
-    /// it parks: a few microseconds of pure spinning, then spinning with
-    /// periodic yields (so that a pool squeezed onto fewer cores than it has
-    /// threads still makes progress). `Duration::ZERO` parks at once (every
-    /// dispatch then pays an OS wake-up).
+    /// How long a worker keeps waiting actively without seeing a job open
+    /// before it parks: a few microseconds of pure spinning, then spinning
+    /// with periodic yields (so that a pool squeezed onto fewer cores than
+    /// it has threads still makes progress). A job the worker sees open
+    /// counts even if the caller claimed all its shares first, and the
+    /// budget is checked when it runs out, so a worker parks between one
+    /// and two spin times after the last job; a woken worker spins again
+    /// for the full time. `Duration::ZERO` parks at once (every dispatch
+    /// then pays an OS wake-up).
     pub fn spin_time(mut self, spin: Duration) -> Self {
         self.spin = spin;
         self

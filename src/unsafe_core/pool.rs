@@ -497,13 +497,14 @@ impl Shared {
     fn publish(&self, next: usize) {
         // Relaxed, and a plain load and store: only the `busy` holder (or
         // `Drop`, with `&mut self`) publishes, and the epoch is a spin hint
-        // that orders nothing ([P-spin]). Written before the swap, so a
-        // worker that sees the job open or closed again sees a new epoch
-        // at the latest when it next reads the line.
-        let epoch = self.board.epoch.load(Ordering::Relaxed);
-        self.board
-            .epoch
-            .store(epoch.wrapping_add(1), Ordering::Relaxed);
+        // that orders nothing ([P-spin]). Written before the swap. Workers
+        // with a zero spin time never read it.
+        if !self.spin.is_zero() {
+            let epoch = self.board.epoch.load(Ordering::Relaxed);
+            self.board
+                .epoch
+                .store(epoch.wrapping_add(1), Ordering::Relaxed);
+        }
         // Release: the mailbox write above happens-before the Acquire
         // compare-exchange of any worker that registers in this job
         // ([P-publish]). A swap, not a store: it reads the latest `PARKED`
