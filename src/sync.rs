@@ -61,18 +61,27 @@ mod imp {
 
     /// The waiting policy of the pool's spin loops, by wall-clock time:
     /// pure spinning for [`Backoff::PURE_SPIN`], then spinning with a yield
-    /// every [`Backoff::SPINS_PER_YIELD`] rounds until the budget is spent.
+    /// every [`Backoff::YIELD_EVERY`] until the budget is spent.
     ///
     /// Pure spinning answers a new job fastest. The yields matter when the
     /// machine has fewer free cores than the pool has threads: two of the
     /// pool's threads then share a core, and one spinning through its whole
     /// time slice would keep the other (which holds the work it waits for)
     /// off the core for milliseconds at every job.
+    ///
+    /// Every phase is measured by the clock, read once every
+    /// [`Backoff::ROUNDS_PER_CLOCK_READ`] rounds, never by counting rounds:
+    /// a round (one load of the job word and one `spin_loop` hint, `pause`
+    /// on x86) costs 12-15 ns on the Intel Xeon VMs this crate is measured
+    /// on and about 52 ns on the AMD ones (`inferno bench --kernels` prints
+    /// it), so a count of rounds would mean a different time on each.
     #[derive(Debug)]
     pub(crate) struct Backoff {
         start: std::time::Instant,
         budget: std::time::Duration,
         rounds: u32,
+        /// Time waited at the last yield (or zero).
+        yielded: std::time::Duration,
     }
 
     impl Backoff {
@@ -83,14 +92,17 @@ mod imp {
         /// squeezed onto one core at single-core speed (20 us: 35% slower
         /// than single-core; pure spinning without yields: 15x slower).
         pub(crate) const PURE_SPIN: std::time::Duration = std::time::Duration::from_micros(5);
-        /// Spin rounds between two yields after the pure phase: about 13 us
-        /// where a `spin_loop` round takes 52 ns (this machine's PAUSE).
-        /// Yielding every 64 rounds made one run in three of the
+        /// Time between two yields after the pure phase. Measured on the
+        /// AMD machine, where it was first set as 256 rounds of 52 ns:
+        /// yielding every 64 rounds (3.3 us) made one run in three of the
         /// decode-pattern dispatch 3x slower (a job landing in a yield
-        /// system call); 256 did not, and kept the squeezed pool as fast.
-        const SPINS_PER_YIELD: u32 = 256;
-        /// Spin rounds between two clock reads.
-        const ROUNDS_PER_CLOCK_READ: u32 = 32;
+        /// system call); 256 (13 us) did not, and kept the squeezed pool as
+        /// fast. On the Intel VMs 256 rounds are only 3-4 us, hence a time.
+        pub(crate) const YIELD_EVERY: std::time::Duration = std::time::Duration::from_micros(13);
+        /// Spin rounds between two clock reads: 0.4-1.7 us of spinning, so
+        /// the clock (a vDSO read of the TSC, ~20 ns) costs a few percent
+        /// of a round at most.
+        pub(crate) const ROUNDS_PER_CLOCK_READ: u32 = 32;
 
         /// Starts waiting now; after `budget` [`Backoff::step`] says
         /// [`Step::Park`] (`Duration::MAX`: never).
@@ -99,6 +111,7 @@ mod imp {
                 start: std::time::Instant::now(),
                 budget,
                 rounds: 0,
+                yielded: std::time::Duration::ZERO,
             }
         }
 
@@ -112,11 +125,41 @@ mod imp {
             let waited = self.start.elapsed();
             if waited >= self.budget {
                 Step::Park
-            } else if waited < Self::PURE_SPIN || !self.rounds.is_multiple_of(Self::SPINS_PER_YIELD)
-            {
+            } else if waited < Self::PURE_SPIN || waited - self.yielded < Self::YIELD_EVERY {
                 Step::Spin
             } else {
+                self.yielded = waited;
                 Step::Yield
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::time::Duration;
+
+        /// The phases follow the clock: no yield in the pure phase, then
+        /// yields at least `YIELD_EVERY` apart, then the park.
+        #[test]
+        fn backoff_phases_follow_the_clock() {
+            let budget = Duration::from_millis(30);
+            let mut backoff = Backoff::new(budget);
+            let start = std::time::Instant::now();
+            let mut yields = Vec::new();
+            loop {
+                match backoff.step() {
+                    Step::Spin => spin_loop(),
+                    // The time waited, by the backoff's own clock read.
+                    Step::Yield => yields.push(backoff.yielded),
+                    Step::Park => break,
+                }
+            }
+            assert!(start.elapsed() >= budget);
+            assert!(!yields.is_empty(), "no yield in {budget:?}");
+            assert!(yields[0] >= Backoff::PURE_SPIN);
+            for pair in yields.windows(2) {
+                assert!(pair[1] - pair[0] >= Backoff::YIELD_EVERY, "{yields:?}");
             }
         }
     }

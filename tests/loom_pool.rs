@@ -33,6 +33,10 @@ use loom::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use loom::sync::Arc;
 use loom::thread::ThreadId;
 
+#[path = "support/watchdog.rs"]
+mod watchdog;
+use watchdog::{quiet_panics, EXPECTED};
+
 /// Spin time that lets workers spin a couple of rounds before parking.
 const SPIN: Duration = Duration::from_micros(1);
 
@@ -163,8 +167,9 @@ fn park_unpark_no_lost_wakeup() {
 /// the caller after every share finished, and the pool keeps working.
 #[test]
 fn panic_in_share() {
-    // Keep expected panics off the test output.
-    std::panic::set_hook(Box::new(|_| {}));
+    // Keep the planned panics off the test output, and only those: loom's
+    // own report of a failed model stays visible.
+    let _hidden = quiet_panics();
     model(|| {
         let pool = pool(2, SPIN);
         let hits = counters(2);
@@ -173,7 +178,7 @@ fn panic_in_share() {
                 pool.dispatch(|id, _| {
                     hits[id].fetch_add(1, Relaxed);
                     if id == panicking {
-                        panic!("share {id}");
+                        panic!("{EXPECTED}: share {id}");
                     }
                 })
             }));
@@ -185,7 +190,6 @@ fn panic_in_share() {
         });
         assert_all(&hits, 3);
     });
-    let _ = std::panic::take_hook();
 }
 
 /// Two threads dispatch on one pool at once. One takes the workers, the
@@ -400,7 +404,7 @@ struct Bomb;
 
 impl Drop for Bomb {
     fn drop(&mut self) {
-        panic!("payload drop");
+        panic!("{EXPECTED}: payload drop");
     }
 }
 
@@ -413,7 +417,7 @@ static TWO_WORKERS_PANICKED: std::sync::atomic::AtomicBool =
 /// model).
 #[test]
 fn panics_in_two_workers() {
-    std::panic::set_hook(Box::new(|_| {}));
+    let _hidden = quiet_panics();
     TWO_WORKERS_PANICKED.store(false, std::sync::atomic::Ordering::Relaxed);
     model_bounded(2, || {
         let pool = pool(3, SPIN);
@@ -443,7 +447,6 @@ fn panics_in_two_workers() {
         // `panic_in_share`'s job, with one worker, where loom is fast.
         drop(pool);
     });
-    let _ = std::panic::take_hook();
     assert!(
         TWO_WORKERS_PANICKED.load(std::sync::atomic::Ordering::Relaxed),
         "no execution had both panicking shares on workers"

@@ -13,7 +13,7 @@ use inferno_cpu::{split, PoolError, ThreadPool, MAX_THREADS};
 
 #[path = "support/watchdog.rs"]
 mod watchdog;
-use watchdog::{quiet_panics, within};
+use watchdog::{quiet_panics, within, EXPECTED};
 
 fn pool(n: usize, spin: Duration) -> ThreadPool {
     ThreadPool::builder()
@@ -33,7 +33,7 @@ impl Drop for Bomb {
 struct Bomb2;
 impl Drop for Bomb2 {
     fn drop(&mut self) {
-        panic!("bomb2 drop");
+        panic!("{EXPECTED}: bomb2 drop");
     }
 }
 
@@ -42,7 +42,7 @@ impl Drop for Bomb2 {
 /// every share ran once; the pool still works.
 #[test]
 fn all_shares_bomb_every_size() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(60), "all_shares_bomb", || {
         static DROPS: AtomicUsize = AtomicUsize::new(0);
         for n in [1, 2, 3, 5, 8] {
@@ -84,7 +84,7 @@ fn all_shares_bomb_every_size() {
 /// panicked too; a plain worker panic is resumed when share 0 is fine.
 #[test]
 fn share0_panic_wins() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(30), "share0_panic_wins", || {
         let p = pool(4, Duration::from_millis(2));
         for _ in 0..200 {
@@ -103,7 +103,7 @@ fn share0_panic_wins() {
 /// caller after busy is released).
 #[test]
 fn payload_drop_dispatches_on_pool() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(60), "payload_drop_dispatch", || {
         let p: &'static ThreadPool = Box::leak(Box::new(pool(3, Duration::from_millis(1))));
         static INNER: AtomicUsize = AtomicUsize::new(0);
@@ -113,7 +113,7 @@ fn payload_drop_dispatches_on_pool() {
                 self.0.dispatch(|_, _| {
                     INNER.fetch_add(1, SeqCst);
                 });
-                panic!("and then panic in drop");
+                panic!("{EXPECTED}: and then panic in drop");
             }
         }
         for _ in 0..200 {
@@ -135,7 +135,7 @@ fn payload_drop_dispatches_on_pool() {
 /// exactly once (no chunk is handed out twice).
 #[test]
 fn dynamic_with_panics() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(60), "dynamic_with_panics", || {
         for n in [1, 2, 3, 4] {
             let p = pool(n, Duration::from_micros(100));
@@ -152,7 +152,7 @@ fn dynamic_with_panics() {
                             }
                             if range.start % 3 == 1 {
                                 bad.fetch_add(1, Relaxed);
-                                panic!("dyn");
+                                panic!("{EXPECTED}: dyn");
                             }
                         })
                     }));
@@ -231,7 +231,7 @@ fn builder_limits() {
 /// own hits in a fresh heap allocation and a global counter checks totals).
 #[test]
 fn concurrent_nested_late_workers() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(120), "concurrent_nested", || {
         // More threads than cores: workers are regularly descheduled (late).
         for (n, spin) in [
@@ -267,7 +267,7 @@ fn concurrent_nested_late_workers() {
                                         });
                                     }
                                     if panics && id == round % n {
-                                        panic!("planned");
+                                        panic!("{EXPECTED}: planned");
                                     }
                                 })
                             }));
@@ -338,15 +338,81 @@ fn drop_races() {
     });
 }
 
+/// Names of this process's threads that start with `prefix` (Linux).
+#[cfg(target_os = "linux")]
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim().starts_with(prefix))
+        .count()
+}
+
+/// The drop comes while the workers are still busy with the job before it:
+/// woken by its publish and registering or claiming (a dispatch does not
+/// wait for a worker that has not registered), or on their way back to
+/// parking right after it (zero and near-zero spin times). The workers
+/// are parked before the job, so its publish wakes them, and the drop
+/// follows after a delay that sweeps the tens of microseconds a wake-up
+/// takes. A stop that slips between a worker's last look at the word and
+/// its PARKED announcement (a wake-up lost at shutdown) leaves that worker
+/// asleep and the drop's join blocked: the watchdog reports the hang.
+/// Afterwards no worker thread is left.
+#[test]
+fn drop_while_workers_mid_claim() {
+    const PREFIX: &str = "hostile-mid-";
+    within(
+        Duration::from_secs(120),
+        "drop_while_workers_mid_claim",
+        || {
+            let deadline = Instant::now() + Duration::from_secs(4);
+            let mut i = 0usize;
+            while Instant::now() < deadline {
+                i += 1;
+                let spin = match i % 3 {
+                    0 => Duration::ZERO,
+                    1 => Duration::from_nanos(1),
+                    _ => Duration::from_micros(2),
+                };
+                let p = ThreadPool::builder()
+                    .threads(3)
+                    .spin_time(spin)
+                    .thread_name_prefix(PREFIX)
+                    .build()
+                    .unwrap();
+                // Let the workers start and park.
+                std::thread::sleep(Duration::from_micros(300));
+                let c = AtomicUsize::new(0);
+                p.dispatch(|_, _| {
+                    c.fetch_add(1, Relaxed);
+                });
+                // 0 to 63 us after the publish that woke them.
+                let delay = Duration::from_micros((i * 7 % 64) as u64);
+                let t = Instant::now();
+                while t.elapsed() < delay {
+                    std::hint::spin_loop();
+                }
+                drop(p);
+                assert_eq!(c.load(Relaxed), 3);
+            }
+        },
+    );
+    // `drop` joined every worker: none is left, not merely told to stop.
+    #[cfg(target_os = "linux")]
+    assert_eq!(threads_named(PREFIX), 0, "a worker outlived its pool");
+}
+
 /// A pool sent to another thread and dropped there while a worker of it is
 /// parked; and a pool dropped right after a dispatch whose shares panicked.
 #[test]
 fn drop_after_panic_and_on_other_thread() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     within(Duration::from_secs(30), "drop_after_panic", || {
         for _ in 0..200 {
             let p = pool(3, Duration::ZERO);
-            let _ = catch_unwind(AssertUnwindSafe(|| p.dispatch(|_, _| panic!("x"))));
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                p.dispatch(|_, _| panic!("{EXPECTED}: x"))
+            }));
             std::thread::spawn(move || drop(p)).join().unwrap();
         }
     });

@@ -16,14 +16,14 @@ use inferno_cpu::ThreadPool;
 
 #[path = "support/watchdog.rs"]
 mod watchdog;
-use watchdog::{quiet_panics, within};
+use watchdog::{quiet_panics, within, EXPECTED};
 
 /// A panic payload whose `Drop` panics too.
 struct Bomb;
 
 impl Drop for Bomb {
     fn drop(&mut self) {
-        panic!("payload drop");
+        panic!("{EXPECTED}: payload drop");
     }
 }
 
@@ -68,7 +68,7 @@ impl Rendezvous {
 /// drops the other inside `catch_unwind`, and both workers survive.
 #[test]
 fn worker_path_bomb_payloads() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     let pool = Arc::new(ThreadPool::new(3).unwrap());
     let (distinct, panicked) = within(Duration::from_secs(30), "dispatch with two bombs", {
         let pool = Arc::clone(&pool);
@@ -111,7 +111,7 @@ fn worker_path_bomb_payloads() {
 /// stop the shares after them from running.
 #[test]
 fn inline_path_bomb_payloads() {
-    quiet_panics();
+    let _hidden = quiet_panics();
     let pool = ThreadPool::new(3).unwrap();
     let inner: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
     let nested_panicked = AtomicUsize::new(0);
@@ -173,7 +173,7 @@ fn caller_path_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
     }
-    quiet_panics();
+    let _hidden = quiet_panics();
     let pool = ThreadPool::new(2).unwrap();
     let meet = Rendezvous::new(2);
     let result = catch_unwind(AssertUnwindSafe(|| {

@@ -27,8 +27,13 @@
 //! one ahead on the largest matrix in every run (lm_head, 2-8%); with
 //! a niced CPU hog on the second core the static split kept a 1.4x lead
 //! over single-core on k/v where the cursor kept 1.1x. So the static split
-//! is the default. The cursor cannot rescue a worker that is not running
-//! at all: a dispatch returns only once every worker has taken part.
+//! is the default. Neither split waits for a worker the OS is not running:
+//! shares are claimed, not assigned, so a dispatch waits only for the
+//! workers that registered in its job, and the running threads claim the
+//! static shares (whole row ranges) of one that did not. A claimed share
+//! is still waited for: a worker preempted in the middle of its work holds
+//! the dispatch up until it finishes the rest of its static range, or,
+//! with the cursor, the piece it is on.
 //!
 //! The activation is quantized by the caller, once, into a reusable
 //! [`QuantizedVector`](crate::quant::QuantizedVector); several matvecs

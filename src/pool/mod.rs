@@ -4,14 +4,21 @@
 //! a hundred microseconds or less each. A fork-join library that lets its
 //! workers sleep between jobs pays an OS wake-up per job, which costs as much
 //! as the job; this pool's workers keep spinning on one cache line between
-//! jobs. While they spin, [`ThreadPool::dispatch`] takes no lock and makes
-//! no system call: it takes a `busy` flag (one compare-and-swap), writes the
-//! job to a slot and opens it with one atomic swap of the pool's job word,
-//! runs share 0, claims any share still unclaimed with a compare-and-swap
-//! on that word, waits with loads of the word until no worker is still
-//! inside the job, and releases the flag (one store). A worker that sees
-//! the job open registers and claims a share in one compare-and-swap, and
-//! leaves with one atomic subtraction.
+//! jobs. While they spin, [`ThreadPool::dispatch`] takes no lock: it takes
+//! a `busy` flag (one compare-and-swap), writes the job to a slot and opens
+//! it with one atomic swap of the pool's job word, runs share 0, claims any
+//! share still unclaimed with a compare-and-swap on that word, waits with
+//! loads of the word until no worker is still inside the job, and releases
+//! the flag (one store). A worker that sees the job open registers and
+//! claims a share in one compare-and-swap, and leaves with one atomic
+//! subtraction.
+//!
+//! The only system call a dispatch to spinning workers can make is in that
+//! wait: if a registered worker is still inside the job after 5 us of pure
+//! spinning (it was preempted, or its share is long), the caller calls
+//! `sched_yield` (`std::thread::yield_now`) every 13 us until it leaves, so
+//! that a worker sharing the caller's core gets to finish. A dispatch whose
+//! shares all end within 5 us makes none.
 //!
 //! Shares are claimed, not assigned: the caller and every worker that
 //! shows up take the next unclaimed share until none is left, and the
@@ -21,10 +28,14 @@
 //! computes, since every share is defined by its id.
 //!
 //! After a configurable idle time ([`ThreadPoolBuilder::spin_time`])
-//! workers park, so an idle pool costs no CPU. The swap that opens a job
-//! reports whether one is parked; only then does the dispatch also take a
-//! lock and notify the parked workers (the OS wake-up, paid once after an
-//! idle period).
+//! without a job opening, workers park, so an idle pool costs no CPU. The
+//! swap that opens a job reports whether one is parked; only then does the
+//! dispatch also take a lock and notify the parked workers (the OS wake-up,
+//! paid once after an idle period). A worker counts every job it sees
+//! open, including one whose shares the caller claimed before it could
+//! join, and a woken worker spins again for the full spin time, so a
+//! stream of tiny jobs keeps the workers spinning (`[P-spin]` in
+//! `src/unsafe_core/PROTOCOL.md`).
 //!
 //! ```
 //! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
@@ -50,7 +61,7 @@ use std::time::Duration;
 
 use crate::unsafe_core::pool::{PoolConfig, RawPool};
 
-pub use crate::unsafe_core::pool::{PoolError, MAX_THREADS};
+pub use crate::unsafe_core::pool::{PoolError, MAX_THREADS, MIN_STACK_SIZE};
 pub use threads::{default_threads, threads_from_env, ThreadsEnvError, THREADS_ENV};
 
 /// Default time a worker keeps spinning after its last job before parking.
@@ -259,6 +270,16 @@ impl ThreadPool {
     /// lowest share's). The other payloads are dropped, each inside
     /// `catch_unwind`; if such a drop panics, that panic is caught and its
     /// own payload forgotten (leaked) rather than unwound through the pool.
+    ///
+    /// No piece is ever passed to `f` twice. If no call of `f` panics,
+    /// every piece is passed once. A share whose call of `f` panics claims
+    /// no further piece (the piece it was on is left as `f` left it); the
+    /// other shares keep claiming. So the pieces that may be skipped are
+    /// those still unclaimed once every one of the `self.threads()` shares
+    /// has stopped on a panic: with every piece panicking, exactly
+    /// `self.threads()` pieces are attempted (2 of 64 on 2 threads), and
+    /// which ones depends on scheduling. Pieces skipped this way are not
+    /// touched at all.
     #[inline]
     pub fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: F)
     where
@@ -315,17 +336,25 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// How long a worker keeps waiting actively after its last job before
-    /// it parks: a few microseconds of pure spinning, then spinning with
-    /// periodic yields (so that a pool squeezed onto fewer cores than it has
-    /// threads still makes progress). `Duration::ZERO` parks at once (every
-    /// dispatch then pays an OS wake-up).
+    /// How long a worker keeps waiting actively without seeing a job open
+    /// before it parks: a few microseconds of pure spinning, then spinning
+    /// with periodic yields (so that a pool squeezed onto fewer cores than
+    /// it has threads still makes progress). A job the worker sees open
+    /// counts even if the caller claimed all its shares first, and the
+    /// budget is checked when it runs out, so a worker parks between one
+    /// and two spin times after the last job; a woken worker spins again
+    /// for the full time. `Duration::ZERO` parks at once (every dispatch
+    /// then pays an OS wake-up).
     pub fn spin_time(mut self, spin: Duration) -> Self {
         self.spin = spin;
         self
     }
 
-    /// Stack size of the worker threads, in bytes.
+    /// Stack size of the worker threads, in bytes, at least
+    /// [`MIN_STACK_SIZE`] (64 KiB; [`build`](Self::build) rejects less). A
+    /// share that panics on a worker runs the panic hook on that stack, and
+    /// std's default hook needs 28 KiB to print a backtrace on x86_64
+    /// Linux; a smaller stack would overflow and abort the process.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -343,8 +372,10 @@ impl ThreadPoolBuilder {
     ///
     /// # Errors
     ///
-    /// As [`ThreadPool::new`], and [`PoolError::InvalidThreadName`] when
-    /// the thread-name prefix contains a NUL byte.
+    /// As [`ThreadPool::new`], [`PoolError::InvalidThreadName`] when
+    /// the thread-name prefix contains a NUL byte, and
+    /// [`PoolError::StackTooSmall`] for a stack size below
+    /// [`MIN_STACK_SIZE`].
     pub fn build(self) -> Result<ThreadPool, PoolError> {
         let threads = self.threads.unwrap_or_else(default_threads);
         RawPool::spawn(PoolConfig {

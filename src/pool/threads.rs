@@ -247,6 +247,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads files; Miri's isolation stops at `statx`")]
     fn smt_siblings_count_once() {
         // 4 logical CPUs, 2 cores with 2 threads each.
         let root = fake_sysfs("smt", &[(0, None), (1, None), (0, None), (1, None)], None);
@@ -258,6 +259,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads files; Miri's isolation stops at `statx`")]
     fn intel_hybrid_keeps_p_cores() {
         // CPUs 0-3: two SMT P-cores; CPUs 4-7: four E-cores.
         let cores = [
@@ -279,6 +281,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads files; Miri's isolation stops at `statx`")]
     fn big_little_keeps_largest_capacity() {
         let cores = [
             (0, Some(512)),
@@ -296,6 +299,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads files; Miri's isolation stops at `statx`")]
     fn default_is_env_then_performance_cores_within_available() {
         // INFERNO_THREADS when valid; else the detected performance cores,
         // never more than the process may run on; else all of those.

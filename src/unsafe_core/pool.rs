@@ -88,6 +88,18 @@ pub const MAX_THREADS: usize = 4096;
 
 const _: () = assert!(MAX_THREADS < FIELD_MASK);
 
+/// The smallest worker stack, in bytes, that a pool accepts (64 KiB).
+///
+/// A share that panics on a worker runs std's panic hook on the worker's
+/// stack; the default hook prints the message and, with `RUST_BACKTRACE`
+/// set, symbolizes a backtrace, which takes most of the stack. Measured on
+/// x86_64 Linux (`tests/pool_stack.rs`, release build, default hook,
+/// `RUST_BACKTRACE=full`): 24 KiB overflows and aborts the process, 28 KiB
+/// suffices; with no backtrace 16 KiB suffices. The minimum doubles the
+/// worst measured need, for debug builds (larger frames) and for hooks
+/// that do a little more.
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
 /// The next unclaimed share id of the job word `word`.
 #[inline(always)]
 fn cursor(word: usize) -> usize {
@@ -112,6 +124,11 @@ struct Board {
     mailbox: UnsafeCell<Option<Job>>,
     /// Set when a worker stored a panic payload during the current job.
     panicked: AtomicBool,
+    /// Bumped (wrapping) by every publish: a hint that jobs keep opening,
+    /// for workers that never saw one open because the caller claimed
+    /// every share first. It orders nothing and decides nothing but how
+    /// long a worker spins ([P-spin]).
+    epoch: AtomicUsize,
 }
 
 /// State shared by the dispatcher and every worker.
@@ -160,6 +177,15 @@ pub enum PoolError {
         requested: usize,
         /// The largest size accepted.
         max: usize,
+    },
+    /// The worker stack size is below [`MIN_STACK_SIZE`], too small for a
+    /// share that panics on a worker to report its panic.
+    #[error("a worker stack of {requested} bytes is below the minimum of {min} bytes")]
+    StackTooSmall {
+        /// The requested stack size.
+        requested: usize,
+        /// The smallest size accepted ([`MIN_STACK_SIZE`]).
+        min: usize,
     },
     /// The thread-name prefix contains a NUL byte, which OS thread names
     /// cannot hold.
@@ -221,6 +247,12 @@ impl RawPool {
                 max: MAX_THREADS,
             });
         }
+        if let Some(requested) = config.stack_size.filter(|&s| s < MIN_STACK_SIZE) {
+            return Err(PoolError::StackTooSmall {
+                requested,
+                min: MIN_STACK_SIZE,
+            });
+        }
         if config.name_prefix.contains('\0') {
             return Err(PoolError::InvalidThreadName {
                 prefix: config.name_prefix,
@@ -231,6 +263,7 @@ impl RawPool {
                 word: AtomicUsize::new(closed_word(threads)),
                 mailbox: UnsafeCell::new(None),
                 panicked: AtomicBool::new(false),
+                epoch: AtomicUsize::new(0),
             }),
             busy: CachePadded::new(AtomicBool::new(false)),
             panic: Mutex::new(None),
@@ -397,7 +430,10 @@ impl RawPool {
     /// Built on `dispatch`: every share that runs (claimed by the caller or
     /// by a worker that registered in time, [P-claim]) takes ranges until
     /// none is left, so a share claimed late finds the work already done and
-    /// returns at once.
+    /// returns at once. A share whose `f` panics stops claiming (the panic
+    /// unwinds out of its loop); ranges still unclaimed when every share
+    /// has stopped so are never run (documented on
+    /// `ThreadPool::for_each_chunk_mut_dynamic`).
     pub(crate) fn for_each_chunk_mut_dynamic<T, F>(&self, data: &mut [T], chunk: usize, f: &F)
     where
         T: Send,
@@ -459,6 +495,16 @@ impl Shared {
     /// [P-park]).
     #[inline]
     fn publish(&self, next: usize) {
+        // Relaxed, and a plain load and store: only the `busy` holder (or
+        // `Drop`, with `&mut self`) publishes, and the epoch is a spin hint
+        // that orders nothing ([P-spin]). Written before the swap. Workers
+        // with a zero spin time never read it.
+        if !self.spin.is_zero() {
+            let epoch = self.board.epoch.load(Ordering::Relaxed);
+            self.board
+                .epoch
+                .store(epoch.wrapping_add(1), Ordering::Relaxed);
+        }
         // Release: the mailbox write above happens-before the Acquire
         // compare-exchange of any worker that registers in this job
         // ([P-publish]). A swap, not a store: it reads the latest `PARKED`
@@ -561,10 +607,18 @@ impl Shared {
     }
 
     /// Returns the first job word with an unclaimed share or the stop bit:
-    /// spins, then spins and yields, and parks once the configured spin
-    /// time is spent ([P-park]).
+    /// spins, then spins and yields, and parks once a spin time has passed
+    /// without a job opening ([P-spin], [P-park]).
+    ///
+    /// `seen` is the epoch this worker saw when its budget last ran out.
+    /// When the budget runs out again, a different epoch (a job opened
+    /// meanwhile, whether or not this worker got into it) restarts the
+    /// budget instead of parking; so does a wake-up: a woken worker spins
+    /// again for the full spin time instead of parking at once when the job
+    /// it was woken for has already closed. With a zero spin time neither
+    /// applies: the worker parks at once and stays parked until a job opens.
     #[inline]
-    fn wait_for_job(&self) -> usize {
+    fn wait_for_job(&self, seen: &mut usize) -> usize {
         let n = self.threads;
         let mut backoff = Backoff::new(self.spin);
         loop {
@@ -580,21 +634,37 @@ impl Shared {
             match backoff.step() {
                 Step::Spin => sync::spin_loop(),
                 Step::Yield => sync::yield_now(),
-                Step::Park => return self.park(),
+                Step::Park => {
+                    if !self.spin.is_zero() {
+                        // Relaxed: a hint, on the line just read ([P-spin]).
+                        let epoch = self.board.epoch.load(Ordering::Relaxed);
+                        if epoch != *seen {
+                            // Jobs opened during the budget: spin another.
+                            *seen = epoch;
+                            backoff = Backoff::new(self.spin);
+                            continue;
+                        }
+                    }
+                    self.park();
+                    // Woken (by a publish, or spuriously): back to spinning
+                    // with a full budget ([P-spin]).
+                    backoff = Backoff::new(self.spin);
+                }
             }
         }
     }
 
-    /// Sleeps until a job opens or the pool stops ([P-park]).
+    /// Sleeps until a job opens, the pool stops or a publish wakes us
+    /// ([P-park]); the caller re-reads the word.
     #[cold]
-    fn park(&self) -> usize {
+    fn park(&self) {
         let n = self.threads;
         let mut guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             // Acquire: as in `wait_for_job`.
             let word = self.board.word.load(Ordering::Acquire);
             if word & STOP != 0 || cursor(word) < n {
-                return word;
+                return;
             }
             if word & PARKED == 0 {
                 // Announce the sleep only if the word is still closed and
@@ -614,6 +684,12 @@ impl Shared {
                 .wake
                 .wait(guard)
                 .unwrap_or_else(PoisonError::into_inner);
+            // Woken (by a publish, the stop, or spuriously): with a spin
+            // time, the caller spins again before it parks again; without
+            // one, spinning would only come straight back here.
+            if !self.spin.is_zero() {
+                return;
+            }
         }
     }
 
@@ -689,8 +765,11 @@ impl Drop for Registration<'_> {
 /// shares until none is left, leave, repeat until the pool stops.
 fn worker_main(shared: &Shared) {
     let n = shared.threads;
+    // The epoch the pool starts with: a worker that starts after some
+    // publishes merely spins one budget more ([P-spin]).
+    let mut seen = 0;
     loop {
-        let word = shared.wait_for_job();
+        let word = shared.wait_for_job(&mut seen);
         if word & STOP != 0 {
             return;
         }
@@ -1001,5 +1080,60 @@ mod tests {
             hits[id].fetch_add(1, Ordering::Relaxed);
         });
         assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    }
+}
+
+/// loom models that need the pool's internals (run by `ci/loom.sh`, which
+/// includes `--lib`); the models of the public face are in
+/// `tests/loom_pool.rs`.
+#[cfg(all(test, feature = "loom"))]
+mod loom_models {
+    use super::*;
+
+    fn pool(threads: usize, spin: Duration) -> RawPool {
+        RawPool::spawn(PoolConfig {
+            threads,
+            spin,
+            stack_size: None,
+            name_prefix: "loom-pool-".into(),
+        })
+        .expect("spawn")
+    }
+
+    /// [P-spin]: a worker that sees jobs open (a new epoch), whether or not
+    /// it gets a share of them, restarts its spin budget, but still parks
+    /// once jobs stop, and a parked worker is woken by the next publish.
+    ///
+    /// Two tiny jobs (in many executions the caller claims both shares
+    /// before the worker looks, so the worker sees only the epoch move);
+    /// then the caller waits until the worker has announced its sleep (a
+    /// worker that never parks makes this wait endless, which loom reports
+    /// as exceeding its branch limit); then a third job, whose publish must
+    /// wake it, and the drop, which joins it (a lost wake-up deadlocks).
+    #[test]
+    fn worker_seeing_jobs_parks_once_they_stop() {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(|| {
+            let p = pool(2, Duration::from_micros(1));
+            let hits = AtomicUsize::new(0);
+            for _ in 0..2 {
+                p.dispatch(&|_, _| {
+                    hits.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            // SeqCst: reads the latest word, so the wait ends as soon as the
+            // worker's PARKED CAS is done.
+            while p.shared.board.word.load(Ordering::SeqCst) & PARKED == 0 {
+                thread::yield_now();
+            }
+            p.dispatch(&|_, _| {
+                hits.fetch_add(1, Ordering::Relaxed);
+            });
+            drop(p);
+            assert_eq!(hits.load(Ordering::Relaxed), 6);
+        });
     }
 }

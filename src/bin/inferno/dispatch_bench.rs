@@ -25,9 +25,10 @@ fn serial_work(d: Duration) {
     }
 }
 
-/// Median of `samples` timings of `f`, each preceded by `gap` of serial
-/// work (none when zero).
-fn median_ns(samples: usize, gap: Duration, mut f: impl FnMut()) -> f64 {
+/// Median and mean of `samples` timings of `f`, each preceded by `gap` of
+/// serial work (none when zero). The mean counts the rare slow dispatch (a
+/// worker woken from parking) that the median hides.
+fn time_ns(samples: usize, gap: Duration, mut f: impl FnMut()) -> [f64; 2] {
     for _ in 0..samples / 10 {
         f();
     }
@@ -42,7 +43,28 @@ fn median_ns(samples: usize, gap: Duration, mut f: impl FnMut()) -> f64 {
         })
         .collect();
     times.sort_unstable();
-    times[times.len() / 2] as f64
+    let mean = times.iter().sum::<u64>() as f64 / times.len() as f64;
+    [times[times.len() / 2] as f64, mean]
+}
+
+/// Nanoseconds per round of a waiting worker's pure-spin loop: one load
+/// of a shared word and one `spin_loop` hint (`pause` on x86, ~140 cycles
+/// on recent Intel cores, a few on AMD's; `isb`/`yield` on aarch64).
+pub fn spin_round_ns() -> f64 {
+    let word = std::sync::atomic::AtomicUsize::new(0);
+    let rounds = 200_000u32;
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..rounds {
+            if word.load(std::sync::atomic::Ordering::Acquire) == usize::MAX {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        best = best.min(start.elapsed().as_nanos() as f64 / f64::from(rounds));
+    }
+    best
 }
 
 /// One row of the table.
@@ -53,6 +75,8 @@ pub struct Row {
     pub back_to_back: [f64; 3],
     /// The same in the decode pattern.
     pub decode: [f64; 3],
+    /// Mean ns of pool (warm), back to back and in the decode pattern.
+    pub warm_mean: [f64; 2],
 }
 
 /// Measures one thread count.
@@ -87,19 +111,19 @@ pub fn measure(threads: usize, samples: usize) -> Result<Row, Box<dyn std::error
     };
 
     let mut run = |gap: Duration, samples: usize| {
-        [
-            median_ns(samples, gap, || pool_job(&warm, &mut out)),
-            median_ns(samples, gap, || pool_job(&parked, &mut out)),
-            median_ns(samples, gap, || rayon_job(&mut out)),
-        ]
+        let [warm_median, warm_mean] = time_ns(samples, gap, || pool_job(&warm, &mut out));
+        let [parked, _] = time_ns(samples, gap, || pool_job(&parked, &mut out));
+        let [rayon, _] = time_ns(samples, gap, || rayon_job(&mut out));
+        ([warm_median, parked, rayon], warm_mean)
     };
-    let back_to_back = run(Duration::ZERO, samples);
+    let (back_to_back, b2b_mean) = run(Duration::ZERO, samples);
     // The decode pattern is ~30 us per sample: fewer samples.
-    let decode = run(DECODE_GAP, (samples / 10).max(100));
+    let (decode, decode_mean) = run(DECODE_GAP, (samples / 10).max(100));
     Ok(Row {
         threads,
         back_to_back,
         decode,
+        warm_mean: [b2b_mean, decode_mean],
     })
 }
 
@@ -112,26 +136,33 @@ pub fn run(thread_counts: &[usize], samples: usize) -> Result<(), Box<dyn std::e
     );
     println!();
     println!(
-        "| threads | pattern      | pool warm | pool parked |     rayon | rayon / pool warm |"
+        "| threads | pattern      | pool warm | (mean) | pool parked |     rayon | rayon / pool warm |"
     );
     println!(
-        "|--------:|--------------|----------:|------------:|----------:|------------------:|"
+        "|--------:|--------------|----------:|-------:|------------:|----------:|------------------:|"
     );
     for &threads in thread_counts {
         let row = measure(threads, samples)?;
-        for (pattern, [warm, parked, rayon]) in
-            [("back to back", row.back_to_back), ("decode", row.decode)]
-        {
+        for (pattern, [warm, parked, rayon], mean) in [
+            ("back to back", row.back_to_back, row.warm_mean[0]),
+            ("decode", row.decode, row.warm_mean[1]),
+        ] {
             println!(
-                "| {:>7} | {:<12} | {:>9.0} | {:>11.0} | {:>9.0} | {:>16.1}x |",
+                "| {:>7} | {:<12} | {:>9.0} | {:>6.0} | {:>11.0} | {:>9.0} | {:>16.1}x |",
                 row.threads,
                 pattern,
                 warm,
+                mean,
                 parked,
                 rayon,
                 rayon / warm
             );
         }
     }
+    println!();
+    println!(
+        "a waiting worker's spin round (load + spin_loop hint): {:.1} ns",
+        spin_round_ns()
+    );
     Ok(())
 }
