@@ -146,15 +146,29 @@ fn matmul_rows(
         while i + 4 <= m {
             let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
             let pairs = [0, 1, 2, 3].map(|t| xs.pair_row(i + t));
-            for j in tile.clone() {
-                let y = match pairs {
-                    [Some(a), Some(b), Some(c), Some(d)] => {
-                        k.dot_q8_x4_pairs(w.row(r0 + j), [a, b, c, d], x)
+            if let [Some(a), Some(b), Some(c), Some(d)] = pairs {
+                // Two weight rows at a time share each activation load.
+                let mut j = tile.start;
+                while j + 2 <= tile.end {
+                    let y = k.dot_q8_2x4_pairs([w.row(r0 + j), w.row(r0 + j + 1)], [a, b, c, d], x);
+                    for (r, yr) in y.into_iter().enumerate() {
+                        for (t, v) in yr.into_iter().enumerate() {
+                            segs[i + t][j + r] = v;
+                        }
                     }
-                    _ => k.dot_q8_x4(w.row(r0 + j), x),
-                };
-                for (t, y) in y.into_iter().enumerate() {
-                    segs[i + t][j] = y;
+                    j += 2;
+                }
+                if j < tile.end {
+                    let y = k.dot_q8_x4_pairs(w.row(r0 + j), [a, b, c, d], x);
+                    for (t, v) in y.into_iter().enumerate() {
+                        segs[i + t][j] = v;
+                    }
+                }
+            } else {
+                for j in tile.clone() {
+                    for (t, y) in k.dot_q8_x4(w.row(r0 + j), x).into_iter().enumerate() {
+                        segs[i + t][j] = y;
+                    }
                 }
             }
             i += 4;

@@ -177,6 +177,18 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q8_2x4_pairs(
+            self,
+            w: [&[BlockQ8_0]; 2],
+            pairs: [&[PairBlock]; 4],
+            x: [&[ActBlock]; 4],
+        ) -> [[f32; 4]; 2] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::avx512_pairs_equal_dot_q8
+            unsafe { avx512vnni::dot_q8_2x4_pairs(w, pairs, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot

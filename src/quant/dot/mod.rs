@@ -374,6 +374,22 @@ impl Dispatch {
         }
     }
 
+    /// `[dot_q8_x4_pairs(w[0], ..), dot_q8_x4_pairs(w[1], ..)]`, bit for
+    /// bit: two weight rows against the same four activation rows.
+    #[inline]
+    pub(crate) fn dot_q8_2x4_pairs(
+        self,
+        w: [&[BlockQ8_0]; 2],
+        pairs: [&[PairBlock]; 4],
+        x: [&[ActBlock]; 4],
+    ) -> [[f32; 4]; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q8_2x4_pairs(w, pairs, x),
+            _ => w.map(|wr| self.dot_q8_x4(wr, x)),
+        }
+    }
+
     /// See `scalar::matvec_q8`; every row gets exactly `dot_q8`'s result.
     #[inline]
     pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
@@ -747,6 +763,13 @@ mod tests {
             let got = k.dot_q8_x4_pairs(&w, pairs, rows);
             for (g, x) in got.iter().zip(rows) {
                 prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits());
+            }
+            // Two weight rows at once: the reversed row as the second.
+            let w2: Vec<BlockQ8_0> = w.iter().rev().copied().collect();
+            let both = k.dot_q8_2x4_pairs([&w, &w2], pairs, rows);
+            for (i, x) in rows.iter().enumerate() {
+                prop_assert_eq!(both[0][i].to_bits(), k.dot_q8(&w, x).to_bits());
+                prop_assert_eq!(both[1][i].to_bits(), k.dot_q8(&w2, x).to_bits());
             }
         });
     }
