@@ -219,10 +219,20 @@ pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut G
     let queries = s.q.chunks_exact(hd).enumerate();
     match job.k {
         KvRows::F16(k) => {
+            // Two query heads per key/value head (Qwen3-0.6B and 1.7B):
+            // each key row is widened once for both.
+            let two = s.q.len() == 2 * hd;
             for t in 0..n_pos {
                 let kr = &k[row(t)];
-                for (h, q) in queries.clone() {
-                    s.scores[h * cap + t] = job.dot.dot_f16(q, kr) * job.scale;
+                if two {
+                    let (q0, q1) = s.q.split_at(hd);
+                    let [a, b] = job.dot.dot_f16_x2([q0, q1], kr);
+                    s.scores[t] = a * job.scale;
+                    s.scores[cap + t] = b * job.scale;
+                } else {
+                    for (h, q) in queries.clone() {
+                        s.scores[h * cap + t] = job.dot.dot_f16(q, kr) * job.scale;
+                    }
                 }
             }
         }

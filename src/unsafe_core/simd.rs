@@ -106,6 +106,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_f16_x2(self, x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_f16_x2_is_two_dot_f16
+            unsafe { avx2::dot_f16_x2(x, k) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16(
             self,
             out: &mut [f32],

@@ -473,6 +473,21 @@ impl Dispatch {
         }
     }
 
+    /// `[dot_f16(x[0], k), dot_f16(x[1], k)]`, bit for bit (the x86
+    /// kernels widen each key chunk once for both).
+    #[inline]
+    pub(crate) fn dot_f16_x2(self, x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_f16_x2(x, k),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_f16_x2(x, k),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_f16_x2(x, k),
+            _ => x.map(|xi| self.dot_f16(xi, k)),
+        }
+    }
+
     /// See `scalar::weighted_sum_f16`; every kernel writes the same bits
     /// (those of `axpy_f16` row after row).
     #[inline]
@@ -772,6 +787,32 @@ mod tests {
                 prop_assert_eq!(both[1][i].to_bits(), k.dot_q8(&w2, x).to_bits());
             }
         });
+    }
+
+    /// Every kernel's two-query `f16` dot gives `dot_f16`'s bits for each
+    /// query, for every length (32- and 8-lane steps and the tail) and
+    /// values across `f16`'s range (a NaN matches any NaN).
+    #[test]
+    fn dot_f16_x2_is_two_dot_f16() {
+        use proptest::prelude::*;
+        let f16s = prop::collection::vec(any::<u16>().prop_map(f16::from_bits), 0..300);
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|(k in f16s.clone(), seed in any::<u32>())| {
+                let q: Vec<Vec<f32>> = (0..2u32)
+                    .map(|h| {
+                        (0..k.len())
+                            .map(|i| ((i as u32 ^ h.wrapping_mul(77)).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+                            .collect()
+                    })
+                    .collect();
+                let got = d.dot_f16_x2([&q[0], &q[1]], &k);
+                for (g, qi) in got.iter().zip(&q) {
+                    let want = d.dot_f16(qi, &k);
+                    prop_assert!(g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()), "{:?}: {} vs {}", kernel, g, want);
+                }
+            });
+        }
     }
 
     /// Every kernel's weighted sum of `f16` rows gives the bits of

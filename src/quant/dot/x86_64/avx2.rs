@@ -144,6 +144,50 @@ pub(crate) fn dot_f16(x: &[f32], k: &[f16]) -> f32 {
         .fold(hsum(sum), |s, (&a, &b)| s + a * b.to_f32())
 }
 
+/// `[dot_f16(x[0], k), dot_f16(x[1], k)]`, bit for bit: each key chunk is
+/// widened once for both queries (two query heads sharing a key/value
+/// head), each query keeping `dot_f16`'s four accumulators, steps and sums.
+///
+/// # Panics
+///
+/// If either `x[i].len() != k.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
+    for xi in x {
+        assert_eq!(xi.len(), k.len(), "dot_f16: lengths differ");
+    }
+    let (k32, k_rest) = k.as_chunks::<32>();
+    let (a32, a_rest) = x[0].as_chunks::<32>();
+    let (b32, b_rest) = x[1].as_chunks::<32>();
+    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+    for ((kc, ac), bc) in k32.iter().zip(a32).zip(b32) {
+        let kv: [__m128i; 4] = bytemuck::cast(*kc);
+        let av: [__m256; 4] = bytemuck::cast(*ac);
+        let bv: [__m256; 4] = bytemuck::cast(*bc);
+        for i in 0..4 {
+            let w = _mm256_cvtph_ps(kv[i]);
+            acc[0][i] = _mm256_fmadd_ps(av[i], w, acc[0][i]);
+            acc[1][i] = _mm256_fmadd_ps(bv[i], w, acc[1][i]);
+        }
+    }
+    let (k8, k_tail) = k_rest.as_chunks::<8>();
+    let rests = [a_rest, b_rest];
+    core::array::from_fn(|h| {
+        let mut a = acc[h];
+        let (x8, x_tail) = rests[h].as_chunks::<8>();
+        for (xc, kc) in x8.iter().zip(k8) {
+            let xv: __m256 = bytemuck::cast(*xc);
+            let kv: __m128i = bytemuck::cast(*kc);
+            a[0] = _mm256_fmadd_ps(xv, _mm256_cvtph_ps(kv), a[0]);
+        }
+        let sum = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
+        x_tail
+            .iter()
+            .zip(k_tail)
+            .fold(hsum(sum), |s, (&p, &q)| s + p * q.to_f32())
+    })
+}
+
 /// `out[i] += p * v[i]` with `v` in `f16`: a multiply and an add per lane
 /// (not fused), the same bits as the scalar kernel.
 ///
