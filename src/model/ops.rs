@@ -245,16 +245,24 @@ pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut G
             }
         }
     }
-    for (scores, out) in s
-        .scores
-        .chunks_exact_mut(cap)
-        .zip(s.out.chunks_exact_mut(hd))
-    {
+    for scores in s.scores.chunks_exact_mut(cap) {
         let scores = &mut scores[..n_pos];
         softmax(scores);
         if job.round {
             round_f16(scores);
         }
+    }
+    if let (KvRows::F16(v), true) = (job.v, s.q.len() == 2 * hd) {
+        // Two query heads: each value row is widened once for both.
+        let (o0, o1) = s.out.split_at_mut(hd);
+        let (p0, p1) = s.scores.split_at(cap);
+        let ps = [&p0[..n_pos], &p1[..n_pos]];
+        job.dot
+            .weighted_sum_f16_x2([o0, o1], ps, &v[start..], job.kv_dim);
+        return;
+    }
+    for (scores, out) in s.scores.chunks_exact(cap).zip(s.out.chunks_exact_mut(hd)) {
+        let scores = &scores[..n_pos];
         match job.v {
             KvRows::F16(v) => job
                 .dot

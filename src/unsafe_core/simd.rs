@@ -113,6 +113,19 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn weighted_sum_f16_x2(
+            self,
+            out: [&mut [f32]; 2],
+            ps: [&[f32]; 2],
+            v: &[f16],
+            stride: usize,
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::weighted_sum_f16_is_axpy_in_order
+            unsafe { avx2::weighted_sum_f16_x2(out, ps, v, stride) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16(
             self,
             out: &mut [f32],

@@ -488,6 +488,31 @@ impl Dispatch {
         }
     }
 
+    /// `weighted_sum_f16` of two weight vectors over the same rows, bit for
+    /// bit (the x86 kernels widen each row once for both).
+    #[inline]
+    pub(crate) fn weighted_sum_f16_x2(
+        self,
+        out: [&mut [f32]; 2],
+        ps: [&[f32]; 2],
+        v: &[f16],
+        stride: usize,
+    ) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.weighted_sum_f16_x2(out, ps, v, stride),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().weighted_sum_f16_x2(out, ps, v, stride),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().weighted_sum_f16_x2(out, ps, v, stride),
+            _ => {
+                let [o0, o1] = out;
+                self.weighted_sum_f16(o0, ps[0], v, stride);
+                self.weighted_sum_f16(o1, ps[1], v, stride);
+            }
+        }
+    }
+
     /// See `scalar::weighted_sum_f16`; every kernel writes the same bits
     /// (those of `axpy_f16` row after row).
     #[inline]
@@ -839,8 +864,18 @@ mod tests {
                 for (t, &p) in ps.iter().enumerate() {
                     scalar::axpy_f16(&mut want, p, &v[t * stride..t * stride + hd]);
                 }
+                let same = |a: &f32, b: &f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
                 for (a, b) in got.iter().zip(&want) {
-                    prop_assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "{:?}: {} vs {}", kernel, a, b);
+                    prop_assert!(same(a, b), "{:?}: {} vs {}", kernel, a, b);
+                }
+                // Two weight vectors at once: the second reversed.
+                let ps2: Vec<f32> = ps.iter().rev().map(|p| p * 0.5).collect();
+                let mut want2 = vec![0.0f32; hd];
+                k.weighted_sum_f16(&mut want2, &ps2, &v, stride);
+                let (mut g0, mut g1) = (vec![3.0f32; hd], vec![-1.0f32; hd]);
+                k.weighted_sum_f16_x2([&mut g0, &mut g1], [&ps, &ps2], &v, stride);
+                for ((a, b), (c, d)) in g0.iter().zip(&want).zip(g1.iter().zip(&want2)) {
+                    prop_assert!(same(a, b) && same(c, d), "{:?}: x2 differs", kernel);
                 }
             });
         }

@@ -254,6 +254,62 @@ pub(crate) fn weighted_sum_f16(out: &mut [f32], ps: &[f32], v: &[f16], stride: u
     }
 }
 
+/// [`weighted_sum_f16`] for two weight vectors over the same rows:
+/// `out[h] = sum_t ps[h][t] * row_t`, each bit for bit what
+/// `weighted_sum_f16(out[h], ps[h], v, stride)` writes, widening each row
+/// chunk once for both (two query heads sharing a key/value head).
+///
+/// # Panics
+///
+/// If the outputs or the weights differ in length, or a row runs past the
+/// end of `v`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f16], stride: usize) {
+    let [o0, o1] = out;
+    let hd = o0.len();
+    let n = ps[0].len();
+    assert!(
+        o1.len() == hd && ps[1].len() == n,
+        "weighted_sum_f16: shapes differ"
+    );
+    if let Some(last) = n.checked_sub(1) {
+        assert!(
+            last.checked_mul(stride)
+                .and_then(|a| a.checked_add(hd))
+                .is_some_and(|e| e <= v.len()),
+            "weighted_sum_f16: rows run past the values"
+        );
+    }
+    let done = hd / 32 * 32;
+    for c in 0..hd / 32 {
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+        for t in 0..n {
+            let at = t * stride + c * 32;
+            let row: &[f16; 32] = v[at..at + 32].try_into().expect("32 values");
+            let kv: [__m128i; 4] = bytemuck::cast(*row);
+            let (p0, p1) = (_mm256_set1_ps(ps[0][t]), _mm256_set1_ps(ps[1][t]));
+            for i in 0..4 {
+                let x = _mm256_cvtph_ps(kv[i]);
+                acc[0][i] = _mm256_add_ps(acc[0][i], _mm256_mul_ps(p0, x));
+                acc[1][i] = _mm256_add_ps(acc[1][i], _mm256_mul_ps(p1, x));
+            }
+        }
+        let a: [f32; 32] = bytemuck::cast(acc[0]);
+        let b: [f32; 32] = bytemuck::cast(acc[1]);
+        o0[c * 32..c * 32 + 32].copy_from_slice(&a);
+        o1[c * 32..c * 32 + 32].copy_from_slice(&b);
+    }
+    for (o, p) in [(o0, ps[0]), (o1, ps[1])] {
+        o[done..].fill(0.0);
+        if done < hd {
+            for (t, &pt) in p.iter().enumerate() {
+                let at = t * stride;
+                axpy_f16(&mut o[done..], pt, &v[at + done..at + hd]);
+            }
+        }
+    }
+}
+
 /// `out[r] = dot_f32(row r of w, x)` for rows of `cols` values.
 ///
 /// # Panics
