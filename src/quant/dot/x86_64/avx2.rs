@@ -283,11 +283,11 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
     let done = hd / 32 * 32;
     for c in 0..hd / 32 {
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-        for t in 0..n {
+        for (t, (&pa, &pb)) in ps[0].iter().zip(ps[1]).enumerate() {
             let at = t * stride + c * 32;
             let row: &[f16; 32] = v[at..at + 32].try_into().expect("32 values");
             let kv: [__m128i; 4] = bytemuck::cast(*row);
-            let (p0, p1) = (_mm256_set1_ps(ps[0][t]), _mm256_set1_ps(ps[1][t]));
+            let (p0, p1) = (_mm256_set1_ps(pa), _mm256_set1_ps(pb));
             for i in 0..4 {
                 let x = _mm256_cvtph_ps(kv[i]);
                 acc[0][i] = _mm256_add_ps(acc[0][i], _mm256_mul_ps(p0, x));
