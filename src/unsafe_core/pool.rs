@@ -1136,4 +1136,43 @@ mod loom_models {
             assert_eq!(hits.load(Ordering::Relaxed), 6);
         });
     }
+
+    /// [P-spin], [P-stop]: a worker with a spin time parks, then is woken
+    /// by the drop alone (no job between): the stop must reach it whether
+    /// it is still announcing its sleep, waiting, or spinning again after a
+    /// wake-up (a lost wake-up deadlocks the join).
+    #[test]
+    fn spinning_worker_parked_then_dropped() {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(|| {
+            let p = pool(2, Duration::from_micros(1));
+            while p.shared.board.word.load(Ordering::SeqCst) & PARKED == 0 {
+                thread::yield_now();
+            }
+            drop(p);
+        });
+    }
+
+    /// [P-spin]: two workers with a spin time, one job, then the drop at
+    /// any point of their spinning, parking or re-spinning after the wake:
+    /// every share runs once and both workers join.
+    #[test]
+    fn two_spinning_workers_one_job_then_drop() {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(|| {
+            let p = pool(3, Duration::from_micros(1));
+            let hits = AtomicUsize::new(0);
+            p.dispatch(&|_, _| {
+                hits.fetch_add(1, Ordering::Relaxed);
+            });
+            drop(p);
+            assert_eq!(hits.load(Ordering::Relaxed), 3);
+        });
+    }
 }

@@ -936,4 +936,118 @@ mod tests {
             });
         }
     }
+
+    /// Hostile shapes given to every available kernel: each either returns
+    /// the scalar kernel's answer or panics, the same way for every kernel
+    /// (these are safe functions: an out-of-bounds read must be a panic).
+    #[test]
+    fn hostile_shapes_panic_or_agree() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let v: Vec<f16> = (0..100u16).map(|i| f16::from_f32(f32::from(i))).collect();
+        // (out len, ps len, stride, v len)
+        let cases = [
+            (0, 0, 0, 0),
+            (0, 3, 0, 0),
+            (0, 3, usize::MAX, 0),
+            (1, 2, usize::MAX, 100),
+            (1, 3, usize::MAX / 2 + 1, 100),
+            (1, 3, 1usize << 63, 100),
+            (5, 4, 0, 5),
+            (40, 4, 3, 49),
+            (40, 4, 3, 48),
+            (33, 2, 67, 100),
+            (33, 2, 68, 100),
+            (100, 1, usize::MAX, 100),
+            (101, 1, 0, 100),
+        ];
+        for (hd, np, stride, vlen) in cases {
+            let ps: Vec<f32> = (0..np).map(|i| 0.5 + i as f32).collect();
+            let run = |k: Dispatch| {
+                catch_unwind(AssertUnwindSafe(|| {
+                    let mut out = vec![7.0f32; hd];
+                    k.weighted_sum_f16(&mut out, &ps, &v[..vlen], stride);
+                    out
+                }))
+                .ok()
+            };
+            let want = run(Dispatch::Scalar);
+            for kernel in Kernel::ALL {
+                let Some(k) = kernel.dispatch() else { continue };
+                assert_eq!(
+                    run(k),
+                    want,
+                    "{kernel:?} hd {hd} ps {np} stride {stride} v {vlen}"
+                );
+            }
+        }
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            assert_eq!(k.sum_bytes(&[]), 0);
+            let w: Vec<BlockQ8_0> = (0..3)
+                .map(|i| BlockQ8_0 {
+                    d: f16::from_f32(0.5).to_le_bytes(),
+                    qs: [i as i8 - 1; QK8_0],
+                })
+                .collect();
+            let x: Vec<ActBlock> = (0..3).map(|_| ActBlock::quantize(&[0.25; QK8_0])).collect();
+            for nb in 0..=3 {
+                let (w, x) = (&w[..nb], &x[..nb]);
+                assert_eq!(
+                    k.dot_q8_x4(w, [x; 4]),
+                    [k.dot_q8(w, x); 4],
+                    "{kernel:?} nb {nb}"
+                );
+                // Rows of different lengths, and a weight row longer than
+                // the activation: a panic, never a short read.
+                if nb > 0 {
+                    let short = &x[..nb - 1];
+                    for bad in [[short, x, x, x], [x, x, x, short]] {
+                        assert!(
+                            catch_unwind(|| k.dot_q8_x4(w, bad)).is_err(),
+                            "{kernel:?} nb {nb}"
+                        );
+                    }
+                    assert!(catch_unwind(|| k.dot_q8(w, short)).is_err(), "{kernel:?}");
+                    let mut out = [0.0f32; 2];
+                    assert!(
+                        catch_unwind(AssertUnwindSafe(|| k.matvec_q8(w, nb, x, &mut out))).is_err()
+                    );
+                }
+            }
+        }
+    }
+
+    /// The paired AVX-512 form checks the pairs' length against the weight
+    /// row: too few or too many pairs, or rows of the wrong length, panic.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_pairs_of_the_wrong_length_panic() {
+        use std::panic::catch_unwind;
+        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+            return;
+        };
+        for nb in 1..=5usize {
+            let vals: Vec<f32> = (0..4 * nb * QK8_0).map(|i| (i % 7) as f32 - 3.0).collect();
+            let mut xs = crate::quant::QuantizedBatch::new();
+            xs.quantize_from(&vals, nb * QK8_0).unwrap();
+            let rows = [0, 1, 2, 3].map(|i| xs.act_row(i));
+            let pairs = [0, 1, 2, 3].map(|i| xs.pair_row(i).unwrap());
+            let w: Vec<BlockQ8_0> = (0..nb + 2)
+                .map(|_| BlockQ8_0 {
+                    d: f16::from_f32(1.0).to_le_bytes(),
+                    qs: [3; QK8_0],
+                })
+                .collect();
+            let good = k.dot_q8_x4_pairs(&w[..nb], pairs, rows);
+            assert_eq!(good, k.dot_q8_x4(&w[..nb], rows));
+            // A longer weight row than the rows, a shorter one.
+            assert!(catch_unwind(|| k.dot_q8_x4_pairs(&w[..nb + 2], pairs, rows)).is_err());
+            assert!(catch_unwind(|| k.dot_q8_x4_pairs(&w[..nb - 1], pairs, rows)).is_err());
+            // One row's pairs cut short.
+            if let Some(p) = pairs[2].split_last().map(|(_, r)| r) {
+                let bad = [pairs[0], pairs[1], p, pairs[3]];
+                assert!(catch_unwind(|| k.dot_q8_x4_pairs(&w[..nb], bad, rows)).is_err());
+            }
+        }
+    }
 }
