@@ -5,7 +5,7 @@
 //! and shared by every activation row it meets) and `lanes` (eight exact
 //! `i32` lanes whose sum is the block's integer dot product), and the lanes
 //! are the same in all three. Everything else, the f32 part and the loops,
-//! is [`q8_kernels!`] expanded in each module, so the three kernels return
+//! is `q8_kernels!` expanded in each module, so the three kernels return
 //! the same bits.
 
 /// How far ahead of the weight block it is working on (in bytes) the
