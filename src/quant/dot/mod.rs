@@ -817,6 +817,10 @@ mod tests {
     /// Every kernel's two-query `f16` dot gives `dot_f16`'s bits for each
     /// query, for every length (32- and 8-lane steps and the tail) and
     /// values across `f16`'s range (a NaN matches any NaN).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
     #[test]
     fn dot_f16_x2_is_two_dot_f16() {
         use proptest::prelude::*;
@@ -844,6 +848,10 @@ mod tests {
     /// `axpy_f16` applied row after row from zero, for head widths with and
     /// without a 32-lane remainder, strides wider than a row, and values
     /// across `f16`'s range (a NaN matches any NaN).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
     #[test]
     fn weighted_sum_f16_is_axpy_in_order() {
         use proptest::prelude::*;
@@ -901,6 +909,10 @@ mod tests {
     /// Every available kernel's four-row form gives its `dot_q8`'s bits for
     /// each row, for every block count (pairs and a last odd block), scales
     /// of any sign and magnitude, and weights down to -128.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
     #[test]
     fn dot_q8_x4_equals_dot_q8() {
         use proptest::prelude::*;
