@@ -2,8 +2,10 @@
 //! SwiGLU, and the attention of one key/value head's group of query heads
 //! that every backend fans out.
 //!
-//! They are small next to the products (a few thousand values per token),
-//! run on one thread per call, and follow GGML's order of operations where
+//! They are small next to the products (a few thousand values per token):
+//! each call runs on one thread (a prefill fans its rows out over the
+//! backend's threads, one call per row), and they follow GGML's order of
+//! operations where
 //! that order changes the rounding (sums of squares and softmax
 //! normalizers in `f64`, RoPE angles by repeated multiplication), so the
 //! logits stay close to llama.cpp's.
