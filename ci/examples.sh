@@ -44,12 +44,13 @@ echo "examples: the main job, cargo run --release, ran ($((SECONDS - started)) s
 
 started=$SECONDS
 cargo build --examples
-for example in pool_custom_kernel q8_matvec gguf_inspect generate; do
+for example in pool_custom_kernel q8_matvec gguf_inspect generate serve; do
   run cargo run -q --example "$example"
 done
 run cargo run -q --example gguf_inspect -- "$model"
 run cargo run -q --example generate -- "$model" "Hello"
-echo "examples: 4 examples ran, with and without a model file ($((SECONDS - started)) s)"
+run cargo run -q --example serve -- "$model"
+echo "examples: 5 examples ran, with and without a model file ($((SECONDS - started)) s)"
 
 cargo package --allow-dirty
 echo "examples: cargo package built the packaged crate"

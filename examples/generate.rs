@@ -1,6 +1,6 @@
-//! Generate text from Rust code: load a Qwen3 GGUF file, tokenize a chat
-//! prompt, prefill it, then decode greedily on the spinning pool, printing
-//! the reply as it is produced.
+//! Generate text from Rust code: load a Qwen3 GGUF file, apply its chat
+//! template, and stream the reply from the spinning pool as it is
+//! produced.
 //!
 //! ```sh
 //! cargo run --release --example generate -- Qwen3-0.6B-Q8_0.gguf "Why is the sky blue?"
@@ -8,28 +8,25 @@
 //! ```
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 
 use inferno_cpu::backend::Pool;
-use inferno_cpu::gguf::{Gguf, GgufFile};
-use inferno_cpu::model::{argmax, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{Model, Session, SessionOptions};
+use inferno_cpu::sample::Sampler;
 use inferno_cpu::synth::{model_bytes, SynthConfig};
-use inferno_cpu::tokenizer::Tokenizer;
 
-/// Up to `max_tokens` greedy tokens after `prompt`, printed as they come.
+/// Up to `max_tokens` greedy tokens replying to `prompt`, printed as they
+/// come.
 fn generate(
-    gguf: &Gguf<'_>,
+    model: &Model,
     prompt: &str,
     max_tokens: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    // Zero-copy: the weights are views of the file's bytes.
-    let model = Qwen3::load(gguf)?;
-    let tokenizer = Tokenizer::from_gguf(gguf)?;
-
-    // Qwen3's chat template; `true` lets the text's special tokens
-    // (`<|im_start|>`...) be recognised as such.
-    let text = format!("<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n");
-    let ids = tokenizer.encode(&text, true);
+    // The file's chat template (ChatML for Qwen3); `true` lets the text's
+    // special tokens (`<|im_start|>`...) be recognised as such.
+    let text = model.chat_template()?.user_turn(prompt);
+    let ids = model.tokenizer().encode(&text, true);
 
     // The pool backend: decode matvecs and attention on the spinning pool,
     // prefill on rayon. The KV cache is sized for the prompt and reply.
@@ -38,30 +35,29 @@ fn generate(
         max_positions: ids.len() + max_tokens,
         ..SessionOptions::default()
     };
-    let mut session = Session::new(&model, backend, opts)?;
+    let mut session = Session::new(model, backend, opts)?;
 
     let mut out = std::io::stdout().lock();
-    let mut decoder = tokenizer.stream_decoder();
-    let started = std::time::Instant::now();
-    let mut token = argmax(session.prefill(&ids)?);
-    let mut generated = 0;
-    for _ in 0..max_tokens {
-        if tokenizer.is_end_of_generation(token) {
-            break;
-        }
-        generated += 1;
-        // Whole characters only: a character split across tokens is held
-        // back until its last byte arrives.
-        out.write_all(decoder.push(token)?.as_bytes())?;
-        out.flush()?;
-        token = argmax(session.decode(token)?);
-    }
-    writeln!(out, "{}", decoder.finish())?;
-    let secs = started.elapsed().as_secs_f64();
+    let stats = session.generate_text(
+        model.tokenizer(),
+        &ids,
+        max_tokens,
+        &mut Sampler::greedy(),
+        |piece| {
+            // Whole characters only: a character split across tokens is held
+            // back until its last byte arrives.
+            let _ = out.write_all(piece.as_bytes()).and_then(|()| out.flush());
+            ControlFlow::Continue(())
+        },
+    )?;
+    writeln!(out)?;
     eprintln!(
-        "[{} prompt tokens, {generated} generated in {secs:.2} s, {:.1} tokens/s]",
-        ids.len(),
-        generated as f64 / secs
+        "[{} prompt tokens, {} generated ({}), prefill {:.1} tokens/s, decode {:.1} tokens/s]",
+        stats.prompt_tokens,
+        stats.generated,
+        stats.stop.as_str(),
+        stats.prefill_tokens_per_second(),
+        stats.decode_tokens_per_second().unwrap_or(0.0),
     );
     Ok(())
 }
@@ -73,13 +69,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let prompt = args
                 .next()
                 .unwrap_or_else(|| "Give me a short introduction to large language models.".into());
-            let file = GgufFile::open(&path)?;
-            generate(&file.gguf(), &prompt, 256)
+            generate(&Model::read(&path)?, &prompt, 256)
         }
         None => {
             eprintln!("(no model given: a tiny synthetic Qwen3 with random weights, so the text is noise)");
-            let bytes = model_bytes(&SynthConfig::tiny(), 7)?;
-            generate(&Gguf::parse(&bytes)?, "Hello!", 16)
+            let model = Model::from_bytes(&model_bytes(&SynthConfig::tiny(), 7)?)?;
+            generate(&model, "Hello!", 16)
         }
     }
 }

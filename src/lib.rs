@@ -84,9 +84,56 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # An engine: one model, many conversations
+//!
+//! [`model::Model`] owns the file its weights are views of, so it can be
+//! kept in an `Arc` beside its sessions and shared across threads; each
+//! [`model::Session`] owns its KV cache. [`model::Session::generate_text`]
+//! is the whole loop: prefill, sample, decode, stop at the end of the
+//! model's turn or a limit, stream whole characters, return the timings.
+//!
+//! ```
+//! # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
+//! use std::ops::ControlFlow;
+//! use std::sync::Arc;
+//! use inferno_cpu::backend::Pool;
+//! use inferno_cpu::model::{Model, Session, SessionOptions};
+//! use inferno_cpu::sample::Sampler;
+//! use inferno_cpu::synth::{model_bytes, SynthConfig};
+//!
+//! /// What an engine might keep: the model and its open conversations.
+//! struct Engine {
+//!     model: Arc<Model>,
+//!     sessions: Vec<Session<Arc<Model>, Pool>>,
+//! }
+//!
+//! // `Model::read("Qwen3-0.6B-Q8_0.gguf")?` for a real file.
+//! let model = Arc::new(Model::from_bytes(&model_bytes(&SynthConfig::tiny(), 7)?)?);
+//! let mut engine = Engine { sessions: Vec::new(), model };
+//! engine.sessions.push(engine.model.session(Pool::new(2)?, SessionOptions::default())?);
+//!
+//! let prompt = engine.model.chat_template()?.user_turn("Hello!");
+//! let ids = engine.model.tokenizer().encode(&prompt, true);
+//! let mut reply = String::new();
+//! let stats = engine.sessions[0].generate_text(
+//!     engine.model.tokenizer(),
+//!     &ids,
+//!     8,
+//!     &mut Sampler::new(0.8, 0.95, 42)?,
+//!     |text| {
+//!         reply.push_str(text); // noise: the weights are random
+//!         ControlFlow::Continue(())
+//!     },
+//! )?;
+//! assert!(stats.generated <= 8);
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The repository's `examples/` hold the same steps as programs:
 //! `gguf_inspect`, `q8_matvec`, `pool_custom_kernel` (your own kernel on
-//! the pool) and `generate` (streamed text from a model file).
+//! the pool), `generate` (streamed text from a model file) and `serve`
+//! (several conversations at once on one loaded model).
 //!
 //! # A matvec without a file
 //!

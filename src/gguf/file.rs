@@ -153,6 +153,28 @@ impl GgufFile {
         Self::from_memory(chunks, len, path)
     }
 
+    /// Copies `bytes` (a whole GGUF file already in memory, such as one
+    /// written by [`synth::model_bytes`](crate::synth::model_bytes)) into an
+    /// aligned buffer and validates it. [`path`](Self::path) is empty.
+    ///
+    /// ```
+    /// use inferno_cpu::gguf::GgufFile;
+    /// use inferno_cpu::synth::{model_bytes, SynthConfig};
+    ///
+    /// let file = GgufFile::from_bytes(&model_bytes(&SynthConfig::tiny(), 7)?)?;
+    /// assert_eq!(file.gguf().get_str("general.architecture")?, "qwen3");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Any validation error.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, GgufError> {
+        let mut chunks = vec![Chunk([0; 32]); bytes.len().div_ceil(32)];
+        bytemuck::cast_slice_mut::<Chunk, u8>(&mut chunks)[..bytes.len()].copy_from_slice(bytes);
+        Self::from_memory(chunks, bytes.len(), Path::new(""))
+    }
+
     fn from_memory(chunks: Vec<Chunk>, len: usize, path: &Path) -> Result<Self, GgufError> {
         Self::validated(Storage::Memory { chunks, len }, path)
     }

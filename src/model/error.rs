@@ -88,6 +88,9 @@ pub enum ModelError {
     /// A quantization error (a bug if it ever appears, as above).
     #[error(transparent)]
     Quant(#[from] QuantError),
+    /// The file's tokenizer metadata was rejected (loading a [`Model`](super::Model)).
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
 }
 
 impl ModelError {

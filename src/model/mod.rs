@@ -47,16 +47,22 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod chat;
 mod config;
 mod error;
+mod generate;
+mod handle;
 mod kv_cache;
 pub(crate) mod ops;
 mod session;
 mod trace;
 mod weights;
 
+pub use chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 pub use config::Qwen3Config;
 pub use error::ModelError;
+pub use generate::{Stats, StopReason};
+pub use handle::{Model, ModelRef};
 pub use kv_cache::KvDtype;
 pub use session::{argmax, Session, SessionOptions, DEFAULT_MAX_POSITIONS, PREFILL_CHUNK};
 pub use trace::{Op, Trace};

@@ -7,7 +7,7 @@ use crate::quant::{QuantizedBatch, QuantizedVector};
 use super::kv_cache::{KvCache, KvDtype};
 use super::ops::{self, attend_group, GroupScratch, HeadJob, RopeAngles};
 use super::trace::{Laps, Op, Trace};
-use super::{ModelError, Qwen3};
+use super::{ModelError, ModelRef, Qwen3};
 
 /// Tokens a prefill runs through the layers at once. A longer prompt runs
 /// in chunks of this many, each reading the weights once, on scratch
@@ -61,8 +61,15 @@ pub struct SessionOptions {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct Session<'m, 'a, B> {
-    model: &'m Qwen3<'a>,
+pub struct Session<M, B> {
+    model: M,
+    st: State<B>,
+}
+
+/// Everything of a [`Session`] but the model, so that a forward step can
+/// borrow the model (through the session's [`ModelRef`]) and mutate this.
+#[derive(Debug)]
+struct State<B> {
     backend: B,
     cache: KvCache,
     pos: usize,
@@ -132,13 +139,120 @@ impl BatchScratch {
     }
 }
 
-impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
+impl<M: ModelRef, B: Backend> Session<M, B> {
     /// A session of `model` on `backend` with an empty cache.
+    ///
+    /// `model` is anything that leads to a [`Qwen3`]: a borrowed
+    /// `&Qwen3`, or an owned handle such as `Arc<Model>`, which makes the
+    /// session `'static` and, with a `Send` backend, `Send`.
     ///
     /// # Errors
     ///
     /// [`ModelError::Options`] if the cache cannot be sized.
-    pub fn new(model: &'m Qwen3<'a>, backend: B, opts: SessionOptions) -> Result<Self, ModelError> {
+    pub fn new(model: M, backend: B, opts: SessionOptions) -> Result<Self, ModelError> {
+        let st = State::new(model.qwen3(), backend, opts)?;
+        Ok(Self { model, st })
+    }
+
+    /// The model this session runs.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// Turns the per-operation trace on (from an empty [`Trace`]) or off.
+    /// While on, every forward step adds its time per [`Op`] to it.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.st.trace = on.then(Trace::new);
+    }
+
+    /// The trace, if tracing is on.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.st.trace.as_ref()
+    }
+
+    /// The trace, if tracing is on, to clear it or add the caller's own
+    /// operations (such as [`Op::Sample`]).
+    pub fn trace_mut(&mut self) -> Option<&mut Trace> {
+        self.st.trace.as_mut()
+    }
+
+    /// Positions already in the cache (the next token's position).
+    pub fn position(&self) -> usize {
+        self.st.pos
+    }
+
+    /// Positions the cache holds in all.
+    pub fn capacity(&self) -> usize {
+        self.st.cache.capacity()
+    }
+
+    /// The KV cache's element type.
+    pub fn kv_dtype(&self) -> KvDtype {
+        self.st.cache.dtype()
+    }
+
+    /// Bytes the KV cache holds.
+    pub fn kv_bytes(&self) -> usize {
+        self.st.cache.bytes()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.st.backend
+    }
+
+    /// Forgets every position (the cache's memory is kept).
+    pub fn reset(&mut self) {
+        self.st.pos = 0;
+    }
+
+    /// The logits of the last step.
+    pub fn logits(&self) -> &[f32] {
+        &self.st.logits
+    }
+
+    /// Runs one token at the next position and returns the logits of the
+    /// token after it.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::TokenOutOfRange`]; [`ModelError::ContextFull`].
+    pub fn decode(&mut self, token: u32) -> Result<&[f32], ModelError> {
+        self.st.decode(self.model.qwen3(), token)
+    }
+
+    /// Runs a prompt as one batch (each product a matmul over all its
+    /// tokens) and returns the logits after its last token. The logits are
+    /// bit-identical to running the tokens through [`decode`](Self::decode)
+    /// one at a time.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::NoTokens`]; [`ModelError::TokenOutOfRange`];
+    /// [`ModelError::ContextFull`].
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], ModelError> {
+        let last = self.st.prefill_inner(self.model.qwen3(), tokens, false)?;
+        self.st.logits.copy_from_slice(&last);
+        Ok(&self.st.logits)
+    }
+
+    /// [`prefill`](Self::prefill), returning the logits after every token
+    /// (`tokens.len() x vocab`, row-major), for checking against another
+    /// engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`prefill`](Self::prefill).
+    pub fn prefill_all(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let all = self.st.prefill_inner(self.model.qwen3(), tokens, true)?;
+        let vocab = self.st.logits.len();
+        self.st.logits.copy_from_slice(&all[all.len() - vocab..]);
+        Ok(all)
+    }
+}
+
+impl<B: Backend> State<B> {
+    fn new(model: &Qwen3<'_>, backend: B, opts: SessionOptions) -> Result<Self, ModelError> {
         let c = &model.config;
         let capacity = match opts.max_positions {
             0 => c.context.min(DEFAULT_MAX_POSITIONS),
@@ -147,7 +261,6 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         let cache = KvCache::new(opts.kv, c.layers, capacity, c.kv_dim())?;
         let widest = c.hidden.max(c.ffn).max(c.q_dim());
         Ok(Self {
-            model,
             backend,
             cache,
             pos: 0,
@@ -166,87 +279,30 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         })
     }
 
-    /// Turns the per-operation trace on (from an empty [`Trace`]) or off.
-    /// While on, every forward step adds its time per [`Op`] to it.
-    pub fn set_tracing(&mut self, on: bool) {
-        self.trace = on.then(Trace::new);
-    }
-
-    /// The trace, if tracing is on.
-    pub fn trace(&self) -> Option<&Trace> {
-        self.trace.as_ref()
-    }
-
-    /// The trace, if tracing is on, to clear it or add the caller's own
-    /// operations (such as [`Op::Sample`]).
-    pub fn trace_mut(&mut self) -> Option<&mut Trace> {
-        self.trace.as_mut()
-    }
-
-    /// Positions already in the cache (the next token's position).
-    pub fn position(&self) -> usize {
-        self.pos
-    }
-
-    /// Positions the cache holds in all.
-    pub fn capacity(&self) -> usize {
-        self.cache.capacity()
-    }
-
-    /// The KV cache's element type.
-    pub fn kv_dtype(&self) -> KvDtype {
-        self.cache.dtype()
-    }
-
-    /// Bytes the KV cache holds.
-    pub fn kv_bytes(&self) -> usize {
-        self.cache.bytes()
-    }
-
-    /// The backend.
-    pub fn backend(&self) -> &B {
-        &self.backend
-    }
-
-    /// Forgets every position (the cache's memory is kept).
-    pub fn reset(&mut self) {
-        self.pos = 0;
-    }
-
-    /// The logits of the last step.
-    pub fn logits(&self) -> &[f32] {
-        &self.logits
-    }
-
     fn check_room(&self, n: usize) -> Result<(), ModelError> {
-        if n > self.capacity() - self.pos {
+        let capacity = self.cache.capacity();
+        if n > capacity - self.pos {
             return Err(ModelError::ContextFull {
                 used: self.pos,
                 requested: n,
-                capacity: self.capacity(),
+                capacity,
             });
         }
         Ok(())
     }
 
     fn check_token(&self, id: u32) -> Result<usize, ModelError> {
-        let vocab = self.model.config.vocab;
+        let vocab = self.logits.len();
         match usize::try_from(id) {
             Ok(i) if i < vocab => Ok(i),
             _ => Err(ModelError::TokenOutOfRange { id, vocab }),
         }
     }
 
-    /// Runs one token at the next position and returns the logits of the
-    /// token after it.
-    ///
-    /// # Errors
-    ///
-    /// [`ModelError::TokenOutOfRange`]; [`ModelError::ContextFull`].
-    pub fn decode(&mut self, token: u32) -> Result<&[f32], ModelError> {
+    /// [`Session::decode`] on `model`, the model this state was made for.
+    fn decode(&mut self, model: &Qwen3<'_>, token: u32) -> Result<&[f32], ModelError> {
         let id = self.check_token(token)?;
         self.check_room(1)?;
-        let model = self.model;
         let (c, w) = (&model.config, &model.weights);
         let (hd, qd, kvd) = (c.head_dim, c.q_dim(), c.kv_dim());
         let pos = self.pos;
@@ -332,38 +388,14 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
         Ok(&self.logits)
     }
 
-    /// Runs a prompt as one batch (each product a matmul over all its
-    /// tokens) and returns the logits after its last token. The logits are
-    /// bit-identical to running the tokens through [`decode`](Self::decode)
-    /// one at a time.
-    ///
-    /// # Errors
-    ///
-    /// [`ModelError::NoTokens`]; [`ModelError::TokenOutOfRange`];
-    /// [`ModelError::ContextFull`].
-    pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], ModelError> {
-        let last = self.prefill_inner(tokens, false)?;
-        self.logits.copy_from_slice(&last);
-        Ok(&self.logits)
-    }
-
-    /// [`prefill`](Self::prefill), returning the logits after every token
-    /// (`tokens.len() x vocab`, row-major), for checking against another
-    /// engine.
-    ///
-    /// # Errors
-    ///
-    /// As [`prefill`](Self::prefill).
-    pub fn prefill_all(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let all = self.prefill_inner(tokens, true)?;
-        let vocab = self.model.config.vocab;
-        self.logits.copy_from_slice(&all[all.len() - vocab..]);
-        Ok(all)
-    }
-
     /// Runs `tokens` in chunks of [`PREFILL_CHUNK`]; returns the logits of
     /// every token if `all`, else those of the last.
-    fn prefill_inner(&mut self, tokens: &[u32], all: bool) -> Result<Vec<f32>, ModelError> {
+    fn prefill_inner(
+        &mut self,
+        model: &Qwen3<'_>,
+        tokens: &[u32],
+        all: bool,
+    ) -> Result<Vec<f32>, ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::NoTokens);
         }
@@ -371,11 +403,11 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             self.check_token(t)?;
         }
         self.check_room(tokens.len())?;
-        let vocab = self.model.config.vocab;
+        let vocab = model.config.vocab;
         let mut logits = Vec::with_capacity(if all { tokens.len() * vocab } else { vocab });
         let mut batch = match self.batch.take() {
             Some(b) => b,
-            None => Box::new(BatchScratch::new(&self.model.config, self.capacity())),
+            None => Box::new(BatchScratch::new(&model.config, self.cache.capacity())),
         };
         let mut result = Ok(());
         for (n, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
@@ -387,7 +419,7 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
             } else {
                 0..0
             };
-            result = self.prefill_chunk(&mut batch, chunk, want, &mut logits);
+            result = self.prefill_chunk(model, &mut batch, chunk, want, &mut logits);
             if result.is_err() {
                 break;
             }
@@ -402,12 +434,12 @@ impl<'m, 'a, B: Backend> Session<'m, 'a, B> {
     /// SwiGLU) fans out over the backend's threads like the products.
     fn prefill_chunk(
         &mut self,
+        model: &Qwen3<'_>,
         bs: &mut BatchScratch,
         ids: &[u32],
         want: std::ops::Range<usize>,
         logits: &mut Vec<f32>,
     ) -> Result<(), ModelError> {
-        let model = self.model;
         let (c, w) = (&model.config, &model.weights);
         let (m, h, hd, qd, kvd, f) = (
             ids.len(),

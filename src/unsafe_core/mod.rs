@@ -10,10 +10,12 @@
 //!   share cursor and registered count, park/unpark, panic forwarding)
 //!   and the disjoint-chunk API built on it. Its protocol is described in `src/unsafe_core/PROTOCOL.md`.
 //! * [`mmap`]: memory-mapping a model file.
+//! * [`owned`]: a model handle that owns the file its weights borrow.
 //! * [`prefetch`]: the software prefetch hint of the decode matvec.
 //! * [`simd`]: the feature-checked calls into `#[target_feature]` kernels.
 
 pub(crate) mod mmap;
+pub(crate) mod owned;
 pub(crate) mod pool;
 pub(crate) mod prefetch;
 pub(crate) mod simd;

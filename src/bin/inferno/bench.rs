@@ -9,12 +9,13 @@
 //! measured at its thread count divided by the bytes of weights one token
 //! reads, and `roofline` is the row's share of it.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use inferno_cpu::backend::{AnyBackend, BackendKind};
 use inferno_cpu::gguf::GgufFile;
-use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions, Trace};
+use inferno_cpu::model::{KvDtype, Qwen3, Session, SessionOptions, Stats, Trace};
+use inferno_cpu::sample::Sampler;
 use serde_json::json;
 
 use crate::machine::{self, CpuTimes};
@@ -43,32 +44,30 @@ pub struct Plan {
 struct Row {
     backend: BackendKind,
     threads: usize,
-    ttft: Duration,
-    steps: Vec<Duration>,
+    /// The generation's timings (and traces, with `--trace`).
+    stats: Stats,
     others: Option<f64>,
     bandwidth: f64,
     bytes_per_token: usize,
-    /// Per-operation time of the prefill and of the decode steps, with
-    /// `--trace`.
-    traces: Option<(Trace, Trace)>,
 }
 
 impl Row {
     fn decode_tps(&self) -> f64 {
-        let total: f64 = self.steps.iter().map(Duration::as_secs_f64).sum();
-        self.steps.len() as f64 / total
-    }
-    fn ms(d: &Duration) -> f64 {
-        d.as_secs_f64() * 1e3
+        self.stats.decode_tokens_per_second().unwrap_or(f64::NAN)
     }
     fn min_mean_max(&self) -> (f64, f64, f64) {
-        let v: Vec<f64> = self.steps.iter().map(Self::ms).collect();
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(0.0, f64::max);
-        (min, v.iter().sum::<f64>() / v.len() as f64, max)
+        self.stats
+            .step_ms()
+            .unwrap_or((f64::NAN, f64::NAN, f64::NAN))
     }
-    fn prefill_tps(&self, prompt: usize) -> f64 {
-        prompt as f64 / self.ttft.as_secs_f64()
+    fn prefill_tps(&self) -> f64 {
+        self.stats.prefill_tokens_per_second()
+    }
+    fn traces(&self) -> Option<(&Trace, &Trace)> {
+        self.stats
+            .prefill_trace
+            .as_ref()
+            .zip(self.stats.decode_trace.as_ref())
     }
     fn roofline_tps(&self) -> f64 {
         self.bandwidth / self.bytes_per_token as f64
@@ -86,11 +85,14 @@ fn prompt(n: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-/// What [`measure`] returns: time to first token, each decode step, other
-/// processes' CPU share, and the prefill and decode traces.
-type Measured = (Duration, Vec<Duration>, Option<f64>, Option<(Trace, Trace)>);
-
-fn measure(model: &Qwen3<'_>, backend: &AnyBackend, plan: &Plan) -> Result<Measured, CliError> {
+/// Runs one row: a fresh session prefills the prompt and decodes
+/// `plan.tokens` greedy steps (whatever tokens come: no end-of-generation
+/// stop). Returns the timings and other processes' CPU share meanwhile.
+fn measure(
+    model: &Qwen3<'_>,
+    backend: &AnyBackend,
+    plan: &Plan,
+) -> Result<(Stats, Option<f64>), CliError> {
     let opts = SessionOptions {
         max_positions: plan.prompt_tokens + plan.tokens + 1,
         kv: plan.kv,
@@ -99,22 +101,11 @@ fn measure(model: &Qwen3<'_>, backend: &AnyBackend, plan: &Plan) -> Result<Measu
     session.set_tracing(plan.trace);
     let ids = prompt(plan.prompt_tokens, model.config.vocab);
     let cpu = CpuTimes::now();
-    let start = Instant::now();
-    let mut token = argmax(session.prefill(&ids)?);
-    let ttft = start.elapsed();
-    let prefill_trace = session.trace().cloned();
-    if let Some(t) = session.trace_mut() {
-        t.clear();
-    }
-    let mut steps = Vec::with_capacity(plan.tokens);
-    for _ in 0..plan.tokens {
-        let t = Instant::now();
-        token = argmax(session.decode(token)?);
-        steps.push(t.elapsed());
-    }
+    let stats = session.generate(&ids, plan.tokens + 1, &mut Sampler::greedy(), |_| {
+        ControlFlow::Continue(())
+    })?;
     let others = cpu.and_then(|c| c.others_since());
-    let traces = prefill_trace.zip(session.trace().cloned());
-    Ok((ttft, steps, others, traces))
+    Ok((stats, others))
 }
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
@@ -175,23 +166,21 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
                 plan.prompt_tokens, plan.tokens
             );
             let backend = AnyBackend::with_kind(kind, threads)?;
-            let (ttft, steps, others, traces) = measure(&model, &backend, plan)?;
+            let (stats, others) = measure(&model, &backend, plan)?;
             let row = Row {
                 backend: kind,
                 threads,
-                ttft,
-                steps,
+                stats,
                 others,
                 bandwidth: bw_at(threads),
                 bytes_per_token,
-                traces,
             };
             eprintln!(
                 "prefill {:.1} tok/s, decode {:.1} tok/s",
-                row.prefill_tps(plan.prompt_tokens),
+                row.prefill_tps(),
                 row.decode_tps()
             );
-            if let (Some((p, d)), false) = (&row.traces, plan.json) {
+            if let (Some((p, d)), false) = (row.traces(), plan.json) {
                 trace::print_table(
                     &format!(
                         "{kind} x{threads}: prefill of {} tokens",
@@ -203,7 +192,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
                 trace::print_table(
                     &format!("{kind} x{threads}: per decode step"),
                     d,
-                    row.steps.len(),
+                    row.stats.steps.len(),
                 );
             }
             if plan.json {
@@ -235,16 +224,17 @@ fn kv_bytes(model: &Qwen3<'_>, plan: &Plan) -> usize {
 
 fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
     let (min, mean, max) = r.min_mean_max();
-    let trace = r.traces.as_ref().map(|(p, d)| {
-        json!({ "prefill": trace::to_json(p, 1), "decode": trace::to_json(d, r.steps.len()) })
-    });
+    let steps = r.stats.steps.len();
+    let trace = r.traces().map(
+        |(p, d)| json!({ "prefill": trace::to_json(p, 1), "decode": trace::to_json(d, steps) }),
+    );
     json!({
         "backend": r.backend.name(),
         "threads": r.threads,
         "prompt_tokens": plan.prompt_tokens,
-        "decode_tokens": r.steps.len(),
-        "time_to_first_token_ms": Row::ms(&r.ttft),
-        "prefill_tokens_per_second": r.prefill_tps(plan.prompt_tokens),
+        "decode_tokens": steps,
+        "time_to_first_token_ms": r.stats.time_to_first_token.as_secs_f64() * 1e3,
+        "prefill_tokens_per_second": r.prefill_tps(),
         "decode_tokens_per_second": r.decode_tps(),
         "per_forward_ms": { "min": min, "mean": mean, "max": max },
         "read_bandwidth_gb_per_s": r.bandwidth / 1e9,
@@ -288,8 +278,8 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)])
             "| {:<8} | {:>7} | {:>7.1} | {:>13.1} | {:>12.2} | {:>9.2} / {:>7.2} / {:>7.2} | {:>14.1} | {:>10.0}% | {:>6} |",
             r.backend.name(),
             r.threads,
-            Row::ms(&r.ttft),
-            r.prefill_tps(plan.prompt_tokens),
+            r.stats.time_to_first_token.as_secs_f64() * 1e3,
+            r.prefill_tps(),
             r.decode_tps(),
             min,
             mean,

@@ -2,16 +2,14 @@
 //! metrics on stderr.
 
 use std::io::Write as _;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use inferno_cpu::backend::AnyBackend;
-use inferno_cpu::gguf::GgufFile;
-use inferno_cpu::model::{KvDtype, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{KvDtype, Model, Session, SessionOptions, Stats, StopReason};
 use inferno_cpu::sample::Sampler;
-use inferno_cpu::tokenizer::Tokenizer;
 
 use crate::CliError;
 
@@ -54,11 +52,6 @@ pub struct Args {
     trace: bool,
 }
 
-/// Qwen3's chat template for one user turn, ready for the reply.
-fn chat_template(prompt: &str) -> String {
-    format!("<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n")
-}
-
 /// Tokenizes, prefills, streams the reply to stdout until an
 /// end-of-generation token, the limit or Ctrl-C, then prints the metrics.
 pub fn run(args: &Args) -> Result<(), CliError> {
@@ -67,10 +60,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     if synthetic {
         eprintln!("note: no --model given; the default synthetic model has random weights, so its text is noise");
     }
-    let file = GgufFile::open(&path).map_err(|e| CliError::at(&path, e))?;
-    let gguf = file.gguf();
-    let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
-    let tokenizer = Tokenizer::from_gguf(&gguf).map_err(|e| CliError::at(&path, e))?;
+    let model = Model::read(&path).map_err(|e| CliError::at(&path, e))?;
     let mut sampler = Sampler::new(args.temperature, args.top_p, args.seed)
         .map_err(|e| CliError::msg(e.to_string()))?;
     let threads = match args.threads {
@@ -80,11 +70,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     };
     let backend = AnyBackend::new(&args.backend, threads)?;
     let text = if args.chat {
-        chat_template(&args.prompt)
+        let template = model.chat_template().map_err(|e| CliError::at(&path, e))?;
+        template.user_turn(&args.prompt)
     } else {
         args.prompt.clone()
     };
-    let ids = tokenizer.encode(&text, true);
+    let ids = model.tokenizer().encode(&text, true);
     if ids.is_empty() {
         return Err(CliError::msg("the prompt is empty"));
     }
@@ -104,101 +95,60 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
 
     let mut out = std::io::stdout().lock();
-    let start = Instant::now();
-    session.prefill(&ids)?;
-    let t = Instant::now();
-    let mut token = sampler.sample(session.logits());
-    add_sample_time(&mut session, t.elapsed());
-    let ttft = start.elapsed();
-    let prefill_trace = session.trace().cloned();
-    if let Some(t) = session.trace_mut() {
-        t.clear();
-    }
-    let mut steps: Vec<Duration> = Vec::with_capacity(args.max_tokens as usize);
-    let mut decoder = tokenizer.stream_decoder();
-    let mut generated = 0usize;
-    let mut reason = "limit";
-    loop {
-        if tokenizer.is_end_of_generation(token) {
-            reason = "end of generation";
-            break;
-        }
-        let piece = decoder
-            .push(token)
-            .map_err(|e| CliError::msg(e.to_string()))?;
-        let _ = out.write_all(piece.as_bytes());
-        let _ = out.flush();
-        generated += 1;
-        if generated >= args.max_tokens as usize {
-            break;
-        }
-        if stop.load(Ordering::Relaxed) {
-            reason = "interrupted";
-            break;
-        }
-        let t = Instant::now();
-        session.decode(token)?;
-        let sampled = Instant::now();
-        token = sampler.sample(session.logits());
-        add_sample_time(&mut session, sampled.elapsed());
-        steps.push(t.elapsed());
-    }
-    let _ = out.write_all(decoder.finish().as_bytes());
+    let stats = session.generate_text(
+        model.tokenizer(),
+        &ids,
+        args.max_tokens as usize,
+        &mut sampler,
+        |piece| {
+            let _ = out.write_all(piece.as_bytes());
+            let _ = out.flush();
+            if stop.load(Ordering::Relaxed) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    )?;
     let _ = writeln!(out);
     drop(out);
-    print_metrics(ttft, &steps, ids.len(), generated, reason, &backend);
-    if let (Some(p), Some(d)) = (prefill_trace, session.trace()) {
+    print_metrics(&stats, &backend);
+    if let (Some(p), Some(d)) = (&stats.prefill_trace, &stats.decode_trace) {
         eprintln!();
-        crate::trace::print_table(&format!("prefill of {} tokens:", ids.len()), &p, 1);
+        crate::trace::print_table(&format!("prefill of {} tokens:", ids.len()), p, 1);
         eprintln!();
-        crate::trace::print_table("per decode step:", d, steps.len());
+        crate::trace::print_table("per decode step:", d, stats.steps.len());
     }
     Ok(())
 }
 
-/// Charges sampling to the session's trace, if it is tracing.
-fn add_sample_time<B: inferno_cpu::backend::Backend>(
-    session: &mut Session<'_, '_, B>,
-    d: Duration,
-) {
-    if let Some(t) = session.trace_mut() {
-        t.add(inferno_cpu::model::Op::Sample, d);
-    }
-}
-
-fn print_metrics(
-    ttft: Duration,
-    steps: &[Duration],
-    prompt: usize,
-    generated: usize,
-    reason: &str,
-    backend: &AnyBackend,
-) {
+fn print_metrics(stats: &Stats, backend: &AnyBackend) {
     use inferno_cpu::backend::Backend as _;
-    let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+    let reason = match stats.stop {
+        StopReason::Stopped => "interrupted",
+        r => r.as_str(),
+    };
     eprintln!();
     eprintln!(
-        "backend: {} x{}; prompt {prompt} tokens; generated {generated} ({reason})",
+        "backend: {} x{}; prompt {} tokens; generated {} ({reason})",
         backend.name(),
-        backend.threads()
+        backend.threads(),
+        stats.prompt_tokens,
+        stats.generated,
     );
     eprintln!("metrics:");
-    eprintln!("  time_to_first_token_ms: {:.3}", ms(&ttft));
-    if steps.is_empty() {
+    eprintln!(
+        "  time_to_first_token_ms: {:.3}",
+        stats.time_to_first_token.as_secs_f64() * 1e3
+    );
+    let (Some(tps), Some((min, mean, max))) = (stats.decode_tokens_per_second(), stats.step_ms())
+    else {
         eprintln!("  decode_tokens_per_second: n/a (no decode step)");
         return;
-    }
-    let total: f64 = steps.iter().map(Duration::as_secs_f64).sum();
-    let v: Vec<f64> = steps.iter().map(ms).collect();
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(0.0, f64::max);
+    };
+    eprintln!("  decode_tokens_per_second: {tps:.3}");
     eprintln!(
-        "  decode_tokens_per_second: {:.3}",
-        steps.len() as f64 / total
-    );
-    eprintln!(
-        "  per_forward_ms: min {min:.3}  max {max:.3}  mean {:.3}  (n={})",
-        v.iter().sum::<f64>() / v.len() as f64,
-        v.len()
+        "  per_forward_ms: min {min:.3}  max {max:.3}  mean {mean:.3}  (n={})",
+        stats.steps.len()
     );
 }

@@ -1,0 +1,219 @@
+//! [`Model`]: a loaded model that owns its file, to share between threads
+//! and sessions; and [`ModelRef`], what a [`Session`] holds.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::gguf::GgufFile;
+use crate::tokenizer::Tokenizer;
+use crate::unsafe_core::owned::ModelCell;
+
+use super::{ChatTemplate, ModelError, Qwen3, Qwen3Config, Session, SessionOptions};
+
+/// Something that leads to a loaded [`Qwen3`]: what a [`Session`] holds.
+///
+/// Implemented for [`Qwen3`] and [`Model`], and through `&`, [`Arc`] and
+/// [`Box`] of either, so a session can borrow a model (`&Qwen3`, the
+/// zero-copy API) or share ownership of one (`Arc<Model>`, a session with
+/// no lifetime that other threads can own).
+pub trait ModelRef {
+    /// The model.
+    fn qwen3(&self) -> &Qwen3<'_>;
+}
+
+impl ModelRef for Qwen3<'_> {
+    fn qwen3(&self) -> &Qwen3<'_> {
+        self
+    }
+}
+
+impl ModelRef for Model {
+    fn qwen3(&self) -> &Qwen3<'_> {
+        self.cell.borrow_dependent()
+    }
+}
+
+impl<T: ModelRef + ?Sized> ModelRef for &T {
+    fn qwen3(&self) -> &Qwen3<'_> {
+        (**self).qwen3()
+    }
+}
+
+impl<T: ModelRef + ?Sized> ModelRef for Arc<T> {
+    fn qwen3(&self) -> &Qwen3<'_> {
+        (**self).qwen3()
+    }
+}
+
+impl<T: ModelRef + ?Sized> ModelRef for Box<T> {
+    fn qwen3(&self) -> &Qwen3<'_> {
+        (**self).qwen3()
+    }
+}
+
+/// A Qwen3 model and its tokenizer, owning the file they were read from.
+///
+/// Load it once, put it in an [`Arc`], and open as many sessions on it as
+/// there are conversations: each [`Session`] owns its KV cache and scratch
+/// and shares the weights, which are never copied (they are views of the
+/// mapped or read file). `Model` is `Send + Sync`; a session holding an
+/// `Arc<Model>` is `'static`, and `Send` when its backend is, so it can be
+/// kept in a struct beside the model or moved to a worker thread.
+///
+/// ```
+/// # #[cfg(not(feature = "loom"))] { // the pool runs on loom's scheduler under `loom`
+/// use std::sync::Arc;
+/// use inferno_cpu::backend::AnyBackend;
+/// use inferno_cpu::model::{argmax, Model, SessionOptions};
+/// use inferno_cpu::synth::{model_bytes, SynthConfig};
+///
+/// // `Model::open("model.gguf")` for a file; here a tiny synthetic one.
+/// let model = Arc::new(Model::from_bytes(&model_bytes(&SynthConfig::tiny(), 7)?)?);
+/// let prompt = model.tokenizer().encode("hello world", true);
+/// let replies: Vec<u32> = std::thread::scope(|s| {
+///     let handles: Vec<_> = (0..2)
+///         .map(|_| {
+///             let model = Arc::clone(&model);
+///             let prompt = prompt.clone();
+///             s.spawn(move || -> Result<u32, inferno_cpu::model::ModelError> {
+///                 let backend = AnyBackend::new("simd", 1).expect("simd exists");
+///                 let mut session = model.session(backend, SessionOptions::default())?;
+///                 Ok(argmax(session.prefill(&prompt)?))
+///             })
+///         })
+///         .collect();
+///     handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+/// });
+/// assert_eq!(replies[0], replies[1]);
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Model {
+    cell: ModelCell,
+    tokenizer: Tokenizer,
+}
+
+impl Model {
+    /// Memory-maps the GGUF file at `path` and loads it: only the header
+    /// and the small norm weights are read up front.
+    ///
+    /// The file must not be modified or truncated while the model lives
+    /// (see [`GgufFile::open`]); [`read`](Self::read) has no such condition.
+    ///
+    /// # Errors
+    ///
+    /// The file's [`GgufError`](crate::gguf::GgufError) (as
+    /// [`ModelError::Gguf`]), any error of [`Qwen3::load`], or
+    /// [`ModelError::Tokenizer`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        Self::from_file(GgufFile::open(path)?)
+    }
+
+    /// Reads the GGUF file at `path` into memory (huge-page-advised on
+    /// Linux, which makes decode faster than from a map) and loads it.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn read(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        Self::from_file(GgufFile::read(path)?)
+    }
+
+    /// Loads a model from a whole GGUF file held in memory (copied into an
+    /// aligned buffer).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ModelError> {
+        Self::from_file(GgufFile::from_bytes(bytes)?)
+    }
+
+    /// Loads the model and tokenizer of an opened file, taking ownership
+    /// of it.
+    ///
+    /// # Errors
+    ///
+    /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
+    pub fn from_file(file: GgufFile) -> Result<Self, ModelError> {
+        let tokenizer = Tokenizer::from_gguf(&file.gguf())?;
+        let cell = ModelCell::try_new(file, |file| Qwen3::load(&file.gguf()))?;
+        Ok(Self { cell, tokenizer })
+    }
+
+    /// The model: configuration and weights.
+    pub fn qwen3(&self) -> &Qwen3<'_> {
+        self.cell.borrow_dependent()
+    }
+
+    /// The hyperparameters.
+    pub fn config(&self) -> &Qwen3Config {
+        &self.qwen3().config
+    }
+
+    /// The tokenizer read from the file's metadata.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The chat format of the file ([`ChatTemplate::from_gguf`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ChatTemplate::from_gguf`].
+    pub fn chat_template(&self) -> Result<ChatTemplate, ModelError> {
+        ChatTemplate::from_gguf(&self.file().gguf())
+    }
+
+    /// The file the model was loaded from (its metadata, its tensors).
+    pub fn file(&self) -> &GgufFile {
+        self.cell.borrow_owner()
+    }
+
+    /// A new session on this model, sharing it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::new`].
+    pub fn session<B: Backend>(
+        self: &Arc<Self>,
+        backend: B,
+        opts: SessionOptions,
+    ) -> Result<Session<Arc<Self>, B>, ModelError> {
+        Session::new(Arc::clone(self), backend, opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{model_bytes, SynthConfig};
+
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send + 'static>() {}
+
+    #[test]
+    fn model_is_send_sync_and_sessions_are_send() {
+        assert_send_sync::<Model>();
+        assert_send::<Session<Arc<Model>, crate::backend::AnyBackend>>();
+    }
+
+    #[test]
+    fn owned_session_matches_borrowed_session() {
+        let bytes = model_bytes(&SynthConfig::tiny(), 3).unwrap();
+        let owned = Arc::new(Model::from_bytes(&bytes).unwrap());
+        let gguf = crate::gguf::Gguf::parse(&bytes).unwrap();
+        let borrowed = Qwen3::load(&gguf).unwrap();
+        let ids = [1, 5, 9, 2];
+        let backend = crate::backend::Scalar;
+        let mut a = owned.session(backend, SessionOptions::default()).unwrap();
+        let mut b = Session::new(&borrowed, backend, SessionOptions::default()).unwrap();
+        assert_eq!(a.prefill(&ids).unwrap(), b.prefill(&ids).unwrap());
+        assert_eq!(a.decode(7).unwrap(), b.decode(7).unwrap());
+        // The session keeps the model alive after every other handle is gone.
+        drop(owned);
+        assert_eq!(a.decode(3).unwrap(), b.decode(3).unwrap());
+    }
+}
