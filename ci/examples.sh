@@ -35,7 +35,7 @@ run cargo run --release -- tokenize --model "$model" "Hello world"
 printf 'Hello world\n' >"$work/in.txt"
 run cargo run --release -- tokenize --model "$model" --file "$work/in.txt"
 run cargo run --release -- eval --model "$model" --tokens 1,2,3 --out "$work/logits.npy"
-run cargo run --release -- inspect "$model"
+run cargo run --release -- inspect --model "$model"
 echo "examples: 5 subcommands ran ($((SECONDS - started)) s)"
 
 started=$SECONDS

@@ -46,9 +46,10 @@ fn model() -> Vec<u8> {
     w.to_bytes().unwrap()
 }
 
+/// `inferno inspect --model FILE ARGS...`.
 fn inspect(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_inferno"))
-        .arg("inspect")
+        .args(["inspect", "--model"])
         .args(args)
         .output()
         .unwrap()

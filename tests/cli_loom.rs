@@ -10,7 +10,7 @@ fn loom_build_refuses_to_run() {
     for args in [
         &["bench", "--skip-decode"][..],
         &[][..],
-        &["inspect", "x.gguf"][..],
+        &["inspect", "--model", "x.gguf"][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_inferno"))
             .args(args)

@@ -412,6 +412,7 @@ fn every_key_removed() {
         "qwen3.attention.head_count",
         "qwen3.context_length",
         "qwen3.attention.layer_norm_rms_epsilon",
+        "qwen3.rope.freq_base",
     ] {
         match load(&Edit::tiny().remove(key)) {
             Err(e @ ModelError::Gguf(GgufError::KeyNotFound { .. })) => {
@@ -420,13 +421,8 @@ fn every_key_removed() {
             other => panic!("{key}: {other:?}"),
         }
     }
-    // Optional keys take their defaults: the same widths here (the RoPE
-    // base's default: `missing_rope_base_is_10000`)...
-    for key in [
-        "qwen3.attention.key_length",
-        "qwen3.attention.value_length",
-        "qwen3.rope.freq_base",
-    ] {
+    // Optional keys take their defaults: the same widths here...
+    for key in ["qwen3.attention.key_length", "qwen3.attention.value_length"] {
         load(&Edit::tiny().remove(key)).unwrap_or_else(|e| panic!("{key}: {e}"));
     }
     // ...but without head_count_kv there are 4 key/value heads, twice
@@ -437,26 +433,39 @@ fn every_key_removed() {
     );
 }
 
-/// A file without `qwen3.rope.freq_base` gets llama.cpp's default base,
-/// 10000 (not the 1e6 Qwen3 is trained with, which the file would name):
-/// the configuration says so, and the logits are those of a file that
-/// writes 10000 out, not those of the unedited (1e6) file.
+/// A file without `qwen3.rope.freq_base` is refused, naming the key: the
+/// specification defines no default, and a guessed base gives every
+/// position's logits wrong without a sign.
 #[test]
-fn missing_rope_base_is_10000() {
+fn missing_rope_base_is_an_error_naming_the_key() {
     let key = "qwen3.rope.freq_base";
-    let missing = Edit::tiny().remove(key);
-    let file = missing.file();
-    let gguf = file.gguf();
-    assert_eq!(Qwen3::load(&gguf).unwrap().config.rope_base, 10_000.0);
-    let explicit = logits(&Edit::tiny().set(key, Value::F32(10_000.0)));
-    let got = logits(&missing);
-    assert!(
-        got.iter()
-            .zip(&explicit)
-            .all(|(a, b)| a.to_bits() == b.to_bits()),
-        "the default base is not 10000"
+    match load(&Edit::tiny().remove(key)) {
+        Err(ModelError::Gguf(GgufError::KeyNotFound { key: k })) => assert_eq!(k, key),
+        other => panic!("{other:?}"),
+    }
+    // Stated, any valid base loads and is used: 10000 and 1e6 differ.
+    let base = logits(&Edit::tiny().set(key, Value::F32(10_000.0)));
+    assert!(rel(&base, &logits(&Edit::tiny().set(key, Value::F32(1e6)))) > 1e-3);
+}
+
+/// Without `value_length`, the value width is `embedding_length /
+/// head_count` as the specification says, not the key width: a file whose
+/// heads are wider than that (as Qwen3-0.6B's are: 1024 / 16 = 64 against
+/// 128) and that leaves `value_length` out is refused, naming the key.
+#[test]
+fn missing_value_length_is_embedding_over_heads() {
+    // 2 heads of 16 (and 1 key/value head): embedding_length / head_count
+    // is 32, the key width 16.
+    let e = Edit::tiny()
+        .set("qwen3.attention.head_count", Value::U32(2))
+        .set("qwen3.attention.head_count_kv", Value::U32(1));
+    invalid_key(
+        e.clone().remove("qwen3.attention.value_length"),
+        "qwen3.attention.value_length",
     );
-    assert!(rel(&got, &logits(&Edit::tiny())) > 1e-3);
+    // Stated, the same file gets past the configuration (its projections
+    // then have the wrong shape for 2 heads, a tensor error).
+    assert!(matches!(load(&e), Err(ModelError::TensorShape { .. })));
 }
 
 #[test]

@@ -44,14 +44,21 @@ pub struct Qwen3Config {
 impl Qwen3Config {
     /// Reads and checks the configuration of a Qwen3 GGUF file.
     ///
-    /// Optional keys take llama.cpp's defaults: `head_count_kv` defaults to
-    /// `head_count`, `key_length` and `value_length` to
-    /// `embedding_length / head_count`, `rope.freq_base` to 10000.
+    /// Optional keys take the GGUF specification's defaults:
+    /// `head_count_kv` defaults to `head_count`, `key_length` and
+    /// `value_length` each to `embedding_length / head_count` (so a file
+    /// that states `key_length` 128 but not `value_length`, where
+    /// `embedding_length / head_count` is 64, is refused rather than
+    /// guessed). `rope.freq_base` is required: the specification defines
+    /// no default, and every Qwen3 uses a base (1e6) far from the 10000
+    /// other engines fall back to, so a guess would give wrong logits
+    /// without an error.
     ///
     /// # Errors
     ///
     /// [`ModelError::Architecture`] unless `general.architecture` is
-    /// `qwen3`; [`ModelError::Gguf`] for a missing key or one of a
+    /// `qwen3`; [`ModelError::Gguf`] for a missing key (`rope.freq_base`
+    /// included) or one of a
     /// non-numeric type; [`ModelError::InvalidValue`] for a value out of
     /// range or inconsistent with another (zero sizes, `head_count_kv` not
     /// dividing `head_count`, an odd head width, widths that are not whole
@@ -83,10 +90,12 @@ impl Qwen3Config {
             None => (hidden / heads, key("attention.head_count")),
         };
         let v_key = key("attention.value_length");
-        let v_dim = optional_dim(meta, &v_key)?.unwrap_or(head_dim);
+        let v_dim = optional_dim(meta, &v_key)?.unwrap_or(hidden / heads);
         let context = dim(meta, &key("context_length"))?;
         let rope_key = key("rope.freq_base");
-        let rope_base = optional_float(meta, &rope_key)?.unwrap_or(10_000.0);
+        let rope_base = optional_float(meta, &rope_key)?.ok_or_else(|| GgufError::KeyNotFound {
+            key: rope_key.clone(),
+        })?;
         let eps_key = key("attention.layer_norm_rms_epsilon");
         let rms_eps = optional_float(meta, &eps_key)?.ok_or_else(|| GgufError::KeyNotFound {
             key: eps_key.clone(),

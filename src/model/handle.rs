@@ -189,7 +189,6 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{model_bytes, SynthConfig};
 
     fn assert_send_sync<T: Send + Sync>() {}
     fn assert_send<T: Send + 'static>() {}
@@ -200,11 +199,16 @@ mod tests {
         assert_send::<Session<Arc<Model>, crate::backend::AnyBackend>>();
     }
 
+    /// The committed tiny fixture, embedded so that Miri (which cannot
+    /// open files, and cannot run the rayon threads `synth` writes with)
+    /// runs this test too.
+    const TINY: &[u8] = include_bytes!("../../tests/fixtures/qwen3-tiny-s7.gguf");
+
     #[test]
     fn owned_session_matches_borrowed_session() {
-        let bytes = model_bytes(&SynthConfig::tiny(), 3).unwrap();
-        let owned = Arc::new(Model::from_bytes(&bytes).unwrap());
-        let gguf = crate::gguf::Gguf::parse(&bytes).unwrap();
+        let owned = Arc::new(Model::from_bytes(TINY).unwrap());
+        let file = GgufFile::from_bytes(TINY).unwrap();
+        let gguf = file.gguf();
         let borrowed = Qwen3::load(&gguf).unwrap();
         let ids = [1, 5, 9, 2];
         let backend = crate::backend::Scalar;
@@ -212,8 +216,16 @@ mod tests {
         let mut b = Session::new(&borrowed, backend, SessionOptions::default()).unwrap();
         assert_eq!(a.prefill(&ids).unwrap(), b.prefill(&ids).unwrap());
         assert_eq!(a.decode(7).unwrap(), b.decode(7).unwrap());
-        // The session keeps the model alive after every other handle is gone.
+        // The session keeps the model alive after every other handle is
+        // gone, and a session moved to another thread still reads it.
         drop(owned);
-        assert_eq!(a.decode(3).unwrap(), b.decode(3).unwrap());
+        let (mut a, got) = std::thread::spawn(move || {
+            let got = a.decode(3).unwrap().to_vec();
+            (a, got)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, b.decode(3).unwrap());
+        assert_eq!(a.decode(4).unwrap(), b.decode(4).unwrap());
     }
 }

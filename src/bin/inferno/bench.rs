@@ -10,10 +10,9 @@
 //! reads, and `roofline` is the row's share of it.
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use inferno_cpu::backend::{AnyBackend, BackendKind};
-use inferno_cpu::gguf::GgufFile;
 use inferno_cpu::model::{KvDtype, Qwen3, Session, SessionOptions, Stats, Trace};
 use inferno_cpu::sample::Sampler;
 use serde_json::json;
@@ -27,15 +26,13 @@ const BUSY_SHARE: f64 = 0.05;
 
 /// What one `bench` run measures.
 pub struct Plan {
-    pub model: PathBuf,
+    pub model: crate::args::ModelArgs,
     pub backends: Vec<BackendKind>,
     pub threads: Vec<usize>,
     pub tokens: usize,
     pub prompt_tokens: usize,
     pub kv: KvDtype,
     pub json: bool,
-    /// Map the file instead of reading it into (huge-page) memory.
-    pub mmap: bool,
     /// Trace each row's prefill and decode per operation.
     pub trace: bool,
 }
@@ -110,19 +107,14 @@ fn measure(
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
 pub fn run(plan: &Plan) -> Result<(), CliError> {
-    let file = if plan.mmap {
-        GgufFile::open(&plan.model)
-    } else {
-        GgufFile::read(&plan.model)
-    }
-    .map_err(|e| CliError::at(&plan.model, e))?;
+    let (path, file) = plan.model.open()?;
     let gguf = file.gguf();
-    let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&plan.model, e))?;
+    let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
     let c = &model.config;
     let bytes_per_token = model.weights.bytes_per_token();
     eprintln!(
         "model: {} ({} layers, hidden {}, vocab {}, {:.0} MB of weights per token)",
-        plan.model.display(),
+        path.display(),
         c.layers,
         c.hidden,
         c.vocab,
@@ -206,7 +198,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
         print_table(&rows, plan, &cpu, &bandwidth);
     }
     if let Some(rss) = rss {
-        let file_len = std::fs::metadata(&plan.model).map_or(0, |m| m.len());
+        let file_len = std::fs::metadata(&path).map_or(0, |m| m.len());
         eprintln!(
             "peak RSS {:.0} MB (model file {:.0} MB; KV cache {:.1} MB per session)",
             rss as f64 / 1e6,
@@ -330,12 +322,4 @@ pub fn progress_bar(total: u64) -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
-}
-
-/// `--model`, or the default synthetic model.
-pub fn model_or_default(model: Option<&Path>) -> Result<PathBuf, CliError> {
-    match model {
-        Some(p) => Ok(p.to_path_buf()),
-        None => default_model(),
-    }
 }

@@ -4,27 +4,21 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use inferno_cpu::backend::AnyBackend;
-use inferno_cpu::gguf::GgufFile;
-use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{argmax, KvDtype, Session, SessionOptions};
 
+use crate::args::{BackendArgs, ModelArgs};
 use crate::CliError;
 
 /// Arguments of `inferno eval`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The GGUF model (default: the synthetic Qwen3-0.6B).
-    #[arg(long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Token ids, comma-separated, e.g. `1,2,3`.
     #[arg(long, value_delimiter = ',', required = true, num_args = 1..)]
     tokens: Vec<u32>,
-    /// Backend: scalar, simd, parallel or pool.
-    #[arg(long, default_value = "simd")]
-    backend: String,
-    /// Threads (parallel and pool only).
-    #[arg(long, default_value_t = 1, value_parser = crate::parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Run the ids as one prefill batch instead of one decode step each.
     #[arg(long)]
     prefill: bool,
@@ -35,22 +29,23 @@ pub struct Args {
     /// `[n_tokens, vocab]` here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Print one JSON object on stdout (the ids, each position's argmax,
+    /// the vocabulary size and the `--out` path) instead of the lines.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs the ids through the model and prints each position's argmax (and
 /// writes the logits with `--out`).
 pub fn run(args: &Args) -> Result<(), CliError> {
-    let path = crate::bench::model_or_default(args.model.as_deref())?;
-    let file = GgufFile::open(&path).map_err(|e| CliError::at(&path, e))?;
-    let gguf = file.gguf();
-    let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
-    let backend = AnyBackend::new(&args.backend, args.threads)?;
+    let (_, model) = args.model.load()?;
+    let backend = args.backend.build()?;
     let opts = SessionOptions {
         max_positions: args.tokens.len(),
         kv: args.kv,
     };
     let mut session = Session::new(&model, &backend, opts)?;
-    let vocab = model.config.vocab;
+    let vocab = model.config().vocab;
     let logits = if args.prefill {
         session.prefill_all(&args.tokens)?
     } else {
@@ -60,9 +55,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         all
     };
-    for (pos, row) in logits.chunks(vocab).enumerate() {
-        println!("{pos}\t{}", argmax(row));
-    }
+    let best: Vec<u32> = logits.chunks(vocab).map(argmax).collect();
     if let Some(out) = &args.out {
         write_npy(out, &logits, args.tokens.len(), vocab)?;
         eprintln!(
@@ -70,6 +63,17 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             out.display(),
             args.tokens.len()
         );
+    }
+    if args.json {
+        let out = args.out.as_ref().map(|p| p.display().to_string());
+        println!(
+            "{}",
+            serde_json::json!({ "tokens": args.tokens, "argmax": best, "vocab": vocab, "out": out })
+        );
+    } else {
+        for (pos, id) in best.iter().enumerate() {
+            println!("{pos}\t{id}");
+        }
     }
     Ok(())
 }

@@ -3,14 +3,15 @@
 
 use std::io::Write as _;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use inferno_cpu::backend::AnyBackend;
-use inferno_cpu::model::{KvDtype, Model, Session, SessionOptions, Stats, StopReason};
+use inferno_cpu::model::{KvDtype, Session, SessionOptions, Stats, StopReason};
 use inferno_cpu::sample::Sampler;
+use serde_json::json;
 
+use crate::args::{BackendArgs, ModelArgs};
 use crate::CliError;
 
 /// Arguments of `inferno generate`.
@@ -18,16 +19,10 @@ use crate::CliError;
 pub struct Args {
     /// The prompt.
     prompt: String,
-    /// The GGUF model (default: the synthetic Qwen3-0.6B, whose weights are
-    /// random: its text is noise).
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Backend: scalar, simd, parallel or pool.
-    #[arg(long, default_value = "pool")]
-    backend: String,
-    /// Threads for parallel and pool (default: the default pool size).
-    #[arg(long, value_parser = crate::parse_threads)]
-    threads: Option<usize>,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Most tokens to generate.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_tokens: u32,
@@ -50,25 +45,23 @@ pub struct Args {
     /// time went per operation (sampling included).
     #[arg(long)]
     trace: bool,
+    /// Print one JSON object on stdout when done (the text, the stop
+    /// reason, the metrics, with --trace the traces) instead of streaming
+    /// the text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Tokenizes, prefills, streams the reply to stdout until an
 /// end-of-generation token, the limit or Ctrl-C, then prints the metrics.
 pub fn run(args: &Args) -> Result<(), CliError> {
-    let synthetic = args.model.is_none();
-    let path = crate::bench::model_or_default(args.model.as_deref())?;
-    if synthetic {
+    if args.model.path.model.is_none() {
         eprintln!("note: no --model given; the default synthetic model has random weights, so its text is noise");
     }
-    let model = Model::read(&path).map_err(|e| CliError::at(&path, e))?;
     let mut sampler = Sampler::new(args.temperature, args.top_p, args.seed)
         .map_err(|e| CliError::msg(e.to_string()))?;
-    let threads = match args.threads {
-        Some(t) => t,
-        None if matches!(args.backend.as_str(), "scalar" | "simd") => 1,
-        None => inferno_cpu::default_threads(),
-    };
-    let backend = AnyBackend::new(&args.backend, threads)?;
+    let (path, model) = args.model.load()?;
+    let backend = args.backend.build()?;
     let text = if args.chat {
         let template = model.chat_template().map_err(|e| CliError::at(&path, e))?;
         template.user_turn(&args.prompt)
@@ -95,14 +88,19 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
 
     let mut out = std::io::stdout().lock();
+    let mut text = String::new();
     let stats = session.generate_text(
         model.tokenizer(),
         &ids,
         args.max_tokens as usize,
         &mut sampler,
         |piece| {
-            let _ = out.write_all(piece.as_bytes());
-            let _ = out.flush();
+            if args.json {
+                text.push_str(piece);
+            } else {
+                let _ = out.write_all(piece.as_bytes());
+                let _ = out.flush();
+            }
             if stop.load(Ordering::Relaxed) {
                 ControlFlow::Break(())
             } else {
@@ -110,6 +108,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         },
     )?;
+    if args.json {
+        let _ = writeln!(out, "{}", to_json(&text, &stats, &backend));
+        return Ok(());
+    }
     let _ = writeln!(out);
     drop(out);
     print_metrics(&stats, &backend);
@@ -122,12 +124,42 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-fn print_metrics(stats: &Stats, backend: &AnyBackend) {
-    use inferno_cpu::backend::Backend as _;
-    let reason = match stats.stop {
+/// The stop reason as printed: a stop by the callback is Ctrl-C here.
+fn reason(stats: &Stats) -> &'static str {
+    match stats.stop {
         StopReason::Stopped => "interrupted",
         r => r.as_str(),
-    };
+    }
+}
+
+/// `--json`: the whole result as one object.
+fn to_json(text: &str, stats: &Stats, backend: &AnyBackend) -> serde_json::Value {
+    use inferno_cpu::backend::Backend as _;
+    let (min, mean, max) = stats.step_ms().unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+    let steps = stats.steps.len();
+    let trace = stats
+        .prefill_trace
+        .as_ref()
+        .zip(stats.decode_trace.as_ref())
+        .map(|(p, d)| json!({ "prefill": crate::trace::to_json(p, 1), "decode": crate::trace::to_json(d, steps) }));
+    json!({
+        "text": text,
+        "backend": backend.name(),
+        "threads": backend.threads(),
+        "prompt_tokens": stats.prompt_tokens,
+        "generated_tokens": stats.generated,
+        "stop": reason(stats),
+        "time_to_first_token_ms": stats.time_to_first_token.as_secs_f64() * 1e3,
+        "prefill_tokens_per_second": stats.prefill_tokens_per_second(),
+        "decode_tokens_per_second": stats.decode_tokens_per_second(),
+        "per_forward_ms": (steps > 0).then(|| json!({ "min": min, "mean": mean, "max": max })),
+        "trace": trace,
+    })
+}
+
+fn print_metrics(stats: &Stats, backend: &AnyBackend) {
+    use inferno_cpu::backend::Backend as _;
+    let reason = reason(stats);
     eprintln!();
     eprintln!(
         "backend: {} x{}; prompt {} tokens; generated {} ({reason})",

@@ -1,15 +1,17 @@
-//! `inferno inspect FILE [--json]`: what a GGUF file holds.
+//! `inferno inspect [--model FILE] [--json]`: what a GGUF file holds.
 //!
 //! The file is fully validated first (memory-mapped, nothing copied), so a
 //! malformed file prints the parser's error, which names the byte offset and
 //! the key or tensor at fault, and exits with status 1.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::Path;
 
-use inferno_cpu::gguf::{Array, Gguf, GgufFile, Value};
+use inferno_cpu::gguf::{Array, Gguf, Value};
 use serde_json::json;
+
+use crate::args::ModelPath;
+use crate::CliError;
 
 /// Array elements shown in the text output before "... (N more)".
 const SHOWN_ELEMENTS: usize = 8;
@@ -19,31 +21,25 @@ const SHOWN_CHARS: usize = 120;
 /// Arguments of `inferno inspect`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The GGUF file.
-    file: PathBuf,
+    #[command(flatten)]
+    model: ModelPath,
     /// Print one JSON object (every key with its full value, every tensor)
     /// instead of text.
     #[arg(long)]
     json: bool,
 }
 
-/// Runs the subcommand: 0 on success, 1 with the error on stderr for a file
-/// that cannot be read or is not valid GGUF.
-pub fn run(args: &Args) -> ExitCode {
-    let file = match GgufFile::open(&args.file) {
-        Ok(file) => file,
-        Err(err) => {
-            eprintln!("inferno inspect: {}: {err}", args.file.display());
-            return ExitCode::from(1);
-        }
-    };
+/// Prints the file's contents; an error for a file that cannot be read
+/// or is not valid GGUF.
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let (path, file) = args.model.open()?;
     let gguf = file.gguf();
     if args.json {
-        println!("{}", to_json(&args.file, &gguf));
+        println!("{}", to_json(&path, &gguf));
     } else {
-        print!("{}", to_text(&args.file, &gguf));
+        print!("{}", to_text(&path, &gguf));
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// `u32`, `string`, `array<string>`, `array<array>`.
@@ -114,7 +110,7 @@ fn text_array(array: &Array) -> String {
     }
 }
 
-fn to_text(path: &std::path::Path, gguf: &Gguf<'_>) -> String {
+fn to_text(path: &Path, gguf: &Gguf<'_>) -> String {
     let h = gguf.header();
     let mut out = String::new();
     let _ = writeln!(out, "file:        {}", path.display());
@@ -217,7 +213,7 @@ fn json_value(value: &Value) -> serde_json::Value {
     }
 }
 
-fn to_json(path: &std::path::Path, gguf: &Gguf<'_>) -> serde_json::Value {
+fn to_json(path: &Path, gguf: &Gguf<'_>) -> serde_json::Value {
     let h = gguf.header();
     let metadata: Vec<serde_json::Value> = h
         .metadata()

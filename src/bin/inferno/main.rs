@@ -4,13 +4,14 @@
 //! command line and dispatches. With no subcommand, `inferno` runs `bench`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use inferno_cpu::backend::BackendKind;
 use inferno_cpu::model::KvDtype;
 
+mod args;
 mod bench;
 mod decode_bench;
 mod dispatch_bench;
@@ -49,16 +50,14 @@ enum Command {
 
 #[derive(Args)]
 struct BenchArgs {
-    /// GGUF model to run (default: a synthetic Qwen3-0.6B, written once to
-    /// the cache directory: INFERNO_CACHE, else the platform's).
-    #[arg(long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    model: args::ModelArgs,
     /// Backends to run, e.g. `pool,simd`.
     #[arg(long, value_delimiter = ',', default_values_t = BackendKind::ALL)]
     backends: Vec<BackendKind>,
     /// Thread counts to sweep for parallel and pool, e.g. `1,2,4` (default:
     /// 1 up to the default pool size, see INFERNO_THREADS).
-    #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
+    #[arg(long, value_delimiter = ',', value_parser = args::parse_threads)]
     threads: Vec<usize>,
     /// Decode steps timed per row.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -73,12 +72,6 @@ struct BenchArgs {
     /// One JSON object per row on stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// Memory-map the model instead of reading it into memory. Reading it
-    /// (the default) puts the weights in huge pages where the OS gives them
-    /// (Linux: `MADV_HUGEPAGE`), which measured 8-29% faster decode than
-    /// the map's 4 KiB pages.
-    #[arg(long)]
-    mmap: bool,
     /// Also print where each row's time goes per operation (prefill and
     /// decode), as tables on stderr, or in each JSON row with --json.
     #[arg(long)]
@@ -95,14 +88,13 @@ struct BenchArgs {
 impl Default for BenchArgs {
     fn default() -> Self {
         Self {
-            model: None,
+            model: args::ModelArgs::default(),
             backends: BackendKind::ALL.to_vec(),
             threads: Vec::new(),
             tokens: 32,
             prompt_tokens: 16,
             kv: KvDtype::F16,
             json: false,
-            mmap: false,
             trace: false,
             kernels: false,
             samples: 20_000,
@@ -110,7 +102,8 @@ impl Default for BenchArgs {
     }
 }
 
-/// A failed command: one line on stderr, exit status 1.
+/// A failed command: one line on stderr (`inferno SUBCOMMAND: ...`), exit
+/// status 1. Every subcommand returns it; `main` prints it.
 #[derive(Debug)]
 pub struct CliError(String);
 
@@ -145,16 +138,10 @@ cli_error_from!(
     inferno_cpu::backend::BackendError,
     inferno_cpu::PoolError,
     inferno_cpu::gguf::GgufError,
+    inferno_cpu::synth::SynthError,
     std::io::Error,
     Box<dyn std::error::Error>
 );
-
-fn parse_threads(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=1024).contains(&n) => Ok(n),
-        _ => Err(format!("{s:?} is not a thread count between 1 and 1024")),
-    }
-}
 
 /// Default sweep: every count up to the default pool size when that is
 /// small, else powers of two and the default itself.
@@ -184,14 +171,13 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         return Ok(decode_bench::run(&threads, args.tokens.min(64) as usize)?);
     }
     let plan = bench::Plan {
-        model: bench::model_or_default(args.model.as_deref())?,
+        model: args.model.clone(),
         backends: args.backends.clone(),
         threads,
         tokens: args.tokens as usize,
         prompt_tokens: args.prompt_tokens as usize,
         kv: args.kv,
         json: args.json,
-        mmap: args.mmap,
         trace: args.trace,
     };
     bench::run(&plan)
@@ -209,19 +195,19 @@ fn main() -> ExitCode {
         eprintln!("{LOOM_BUILD}");
         return ExitCode::from(2);
     }
-    let result = match Cli::parse().command {
-        Some(Command::Inspect(args)) => return inspect::run(&args),
-        Some(Command::Tokenize(args)) => return tokenize::run(&args),
-        Some(Command::Synth(args)) => return synth::run(&args),
-        Some(Command::Eval(args)) => eval::run(&args),
-        Some(Command::Generate(args)) => generate::run(&args),
-        Some(Command::Bench(args)) => bench(&args),
-        None => bench(&BenchArgs::default()),
+    let (name, result) = match Cli::parse().command {
+        Some(Command::Inspect(args)) => ("inspect", inspect::run(&args)),
+        Some(Command::Tokenize(args)) => ("tokenize", tokenize::run(&args)),
+        Some(Command::Synth(args)) => ("synth", synth::run(&args)),
+        Some(Command::Eval(args)) => ("eval", eval::run(&args)),
+        Some(Command::Generate(args)) => ("generate", generate::run(&args)),
+        Some(Command::Bench(args)) => ("bench", bench(&args)),
+        None => ("bench", bench(&BenchArgs::default())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("inferno: {e}");
+            eprintln!("inferno {name}: {e}");
             ExitCode::FAILURE
         }
     }

@@ -7,11 +7,12 @@
 //! interrupted run never leaves a partial model under the final name.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use inferno_cpu::synth::{cached_model, write_model_file, SynthConfig, SynthError};
+
+use crate::CliError;
 
 /// Arguments of `inferno synth`.
 #[derive(clap::Args)]
@@ -43,9 +44,8 @@ fn progress_bar() -> ProgressBar {
     bar
 }
 
-/// Runs the subcommand: 0 with the path on stdout, 1 with a one-line error
-/// on stderr.
-pub fn run(args: &Args) -> ExitCode {
+/// Writes (or reuses) the file and prints its path on stdout.
+pub fn run(args: &Args) -> Result<(), CliError> {
     let start = Instant::now();
     let bar = progress_bar();
     bar.set_message(format!("writing qwen3-{} seed {}", args.config, args.seed));
@@ -64,19 +64,12 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let wrote = bar.length().is_some();
     bar.finish_and_clear();
-    match result {
-        Ok(path) => {
-            if wrote {
-                eprintln!("wrote in {:.1} s", start.elapsed().as_secs_f64());
-            } else {
-                eprintln!("reused the cached file");
-            }
-            println!("{}", path.display());
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("inferno synth: {err}");
-            ExitCode::from(1)
-        }
+    let path = result?;
+    if wrote {
+        eprintln!("wrote in {:.1} s", start.elapsed().as_secs_f64());
+    } else {
+        eprintln!("reused the cached file");
     }
+    println!("{}", path.display());
+    Ok(())
 }

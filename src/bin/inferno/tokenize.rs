@@ -1,4 +1,4 @@
-//! `inferno tokenize --model F.gguf [--no-special] [--json] (TEXT | --file PATH)`:
+//! `inferno tokenize [--model F.gguf] [--no-special] [--json] (TEXT | --file PATH)`:
 //! the token ids of a text, so other tools can check their tokenizer
 //! against this one.
 //!
@@ -7,17 +7,18 @@
 //! UTF-8; the tokenizer works on text).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use inferno_cpu::gguf::GgufFile;
 use inferno_cpu::tokenizer::Tokenizer;
+
+use crate::args::ModelPath;
+use crate::CliError;
 
 /// Arguments of `inferno tokenize`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The GGUF model (only its tokenizer metadata is read).
-    #[arg(long)]
-    model: PathBuf,
+    /// The model whose tokenizer to use (only its metadata is read).
+    #[command(flatten)]
+    model: ModelPath,
     /// Treat control tokens written in the text (`<|im_start|>`) as plain
     /// text instead of matching them.
     #[arg(long)]
@@ -33,43 +34,32 @@ pub struct Args {
     text: Option<String>,
 }
 
-/// Runs the subcommand: 0 with the ids on stdout, 1 with one line on stderr
-/// for a model or file that cannot be used.
-pub fn run(args: &Args) -> ExitCode {
-    match tokenize(args) {
-        Ok(ids) => {
-            if args.json {
-                println!("{}", serde_json::Value::from(ids));
-            } else {
-                let line: Vec<String> = ids.iter().map(u32::to_string).collect();
-                println!("{}", line.join(" "));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(msg) => {
-            eprintln!("inferno tokenize: {msg}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn tokenize(args: &Args) -> Result<Vec<u32>, String> {
+/// Prints the ids; an error for a model or file that cannot be used.
+pub fn run(args: &Args) -> Result<(), CliError> {
     let text = match (&args.file, &args.text) {
         (Some(path), _) => {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(path).map_err(|e| CliError::at(path, e))?;
             String::from_utf8(bytes).map_err(|e| {
-                format!(
-                    "{}: not UTF-8 text (invalid byte at offset {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
+                CliError::at(
+                    path,
+                    format!(
+                        "not UTF-8 text (invalid byte at offset {})",
+                        e.utf8_error().valid_up_to()
+                    ),
                 )
             })?
         }
         (None, Some(text)) => text.clone(),
-        (None, None) => return Err("no text: give TEXT or --file PATH".into()),
+        (None, None) => return Err(CliError::msg("no text: give TEXT or --file PATH")),
     };
-    let file = GgufFile::open(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
-    let tokenizer =
-        Tokenizer::from_gguf(&file.gguf()).map_err(|e| format!("{}: {e}", args.model.display()))?;
-    Ok(tokenizer.encode(&text, !args.no_special))
+    let (path, file) = args.model.open()?;
+    let tokenizer = Tokenizer::from_gguf(&file.gguf()).map_err(|e| CliError::at(&path, e))?;
+    let ids = tokenizer.encode(&text, !args.no_special);
+    if args.json {
+        println!("{}", serde_json::Value::from(ids));
+    } else {
+        let line: Vec<String> = ids.iter().map(u32::to_string).collect();
+        println!("{}", line.join(" "));
+    }
+    Ok(())
 }
