@@ -5,7 +5,9 @@
 
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::gguf::Gguf;
-use inferno_cpu::model::{argmax, KvDtype, ModelError, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{
+    argmax, KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions,
+};
 use inferno_cpu::sample::Sampler;
 use inferno_cpu::synth::{model_bytes, SynthConfig};
 
@@ -199,32 +201,39 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
     let layouts = [
         // 1.7B: q width = hidden, GQA 2:1.
         SynthConfig {
-            hidden: 256,
-            ffn: 768,
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 64,
-            ..base.clone()
+            model: Qwen3Config {
+                hidden: 256,
+                ffn: 768,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 64,
+                ..base.model.clone()
+            },
+            tied: true,
         },
         // 4B: q width (8 x 64 = 512) wider than hidden (320), GQA 4:1, untied.
         SynthConfig {
-            hidden: 320,
-            ffn: 960,
-            heads: 8,
-            kv_heads: 2,
-            head_dim: 64,
+            model: Qwen3Config {
+                hidden: 320,
+                ffn: 960,
+                heads: 8,
+                kv_heads: 2,
+                head_dim: 64,
+                ..base.model.clone()
+            },
             tied: false,
-            ..base.clone()
         },
         // 8B: q width = hidden, GQA 4:1, untied.
         SynthConfig {
-            hidden: 256,
-            ffn: 768,
-            heads: 8,
-            kv_heads: 2,
-            head_dim: 32,
+            model: Qwen3Config {
+                hidden: 256,
+                ffn: 768,
+                heads: 8,
+                kv_heads: 2,
+                head_dim: 32,
+                ..base.model.clone()
+            },
             tied: false,
-            ..base.clone()
         },
     ];
     for cfg in layouts {
@@ -232,17 +241,7 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
         let gguf = Gguf::parse(&bytes).unwrap();
         let model = Qwen3::load(&gguf).unwrap();
         let c = &model.config;
-        assert_eq!(
-            (c.hidden, c.heads, c.kv_heads, c.head_dim, c.ffn, c.layers),
-            (
-                cfg.hidden,
-                cfg.heads,
-                cfg.kv_heads,
-                cfg.head_dim,
-                cfg.ffn,
-                cfg.layers
-            )
-        );
+        assert_eq!(c, &cfg.model);
         let simd = run(
             &model,
             AnyBackend::new("simd", 1).unwrap(),

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use common::Edit;
 use inferno_cpu::backend::Simd;
 use inferno_cpu::gguf::{Array, GgmlType, GgufFile, Value};
-use inferno_cpu::model::{argmax, KvDtype, ModelError, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::{
+    argmax, KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions,
+};
 use inferno_cpu::synth::SynthConfig;
 
 fn dir() -> PathBuf {
@@ -87,16 +89,18 @@ fn every_regression_file_gives_its_expected_outcome() {
 /// smallest vocabulary, no merges (a few kilobytes).
 fn small() -> Edit {
     let cfg = SynthConfig {
-        vocab: 300,
-        hidden: 32,
-        layers: 1,
-        ffn: 64,
-        heads: 1,
-        kv_heads: 1,
-        head_dim: 32,
-        rope_base: 1e6,
-        rms_eps: 1e-6,
-        context: 64,
+        model: Qwen3Config {
+            vocab: 300,
+            hidden: 32,
+            layers: 1,
+            ffn: 64,
+            heads: 1,
+            kv_heads: 1,
+            head_dim: 32,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+            context: 64,
+        },
         tied: true,
     };
     Edit::synth(&cfg)

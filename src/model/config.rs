@@ -3,6 +3,7 @@
 use crate::gguf::{Gguf, GgufError, Metadata, Value, ValueType};
 use crate::quant::QK8_0;
 
+use super::layout::keys;
 use super::ModelError;
 
 /// Largest dimension accepted for any size read from metadata. Real Qwen3
@@ -69,90 +70,34 @@ impl Qwen3Config {
     /// `[embedding_length, vocab]`.
     pub fn from_gguf(gguf: &Gguf<'_>) -> Result<Self, ModelError> {
         let meta = gguf.metadata();
-        let arch = meta.get_str("general.architecture")?;
+        let arch = meta.get_str(keys::ARCHITECTURE)?;
         if arch != "qwen3" {
             return Err(ModelError::Architecture {
                 found: arch.to_string(),
             });
         }
-        let key = |k: &str| format!("qwen3.{k}");
-        let hidden = dim(meta, &key("embedding_length"))?;
-        let layers = dim(meta, &key("block_count"))?;
-        let ffn = dim(meta, &key("feed_forward_length"))?;
-        let heads = dim(meta, &key("attention.head_count"))?;
-        let kv_key = key("attention.head_count_kv");
-        let kv_heads = optional_dim(meta, &kv_key)?.unwrap_or(heads);
+        let hidden = dim(meta, keys::EMBEDDING_LENGTH)?;
+        let layers = dim(meta, keys::BLOCK_COUNT)?;
+        let ffn = dim(meta, keys::FEED_FORWARD_LENGTH)?;
+        let heads = dim(meta, keys::HEAD_COUNT)?;
+        let kv_heads = optional_dim(meta, keys::HEAD_COUNT_KV)?.unwrap_or(heads);
         // Without `key_length` the head width is derived from the head
         // count, so an unusable width is that key's fault.
-        let k_key = key("attention.key_length");
-        let (head_dim, hd_key) = match optional_dim(meta, &k_key)? {
-            Some(d) => (d, k_key.clone()),
-            None => (hidden / heads, key("attention.head_count")),
+        let (head_dim, hd_key) = match optional_dim(meta, keys::KEY_LENGTH)? {
+            Some(d) => (d, keys::KEY_LENGTH),
+            None => (hidden / heads, keys::HEAD_COUNT),
         };
-        let v_key = key("attention.value_length");
-        let v_dim = optional_dim(meta, &v_key)?.unwrap_or(hidden / heads);
-        let context = dim(meta, &key("context_length"))?;
-        let rope_key = key("rope.freq_base");
-        let rope_base = optional_float(meta, &rope_key)?.ok_or_else(|| GgufError::KeyNotFound {
-            key: rope_key.clone(),
-        })?;
-        let eps_key = key("attention.layer_norm_rms_epsilon");
-        let rms_eps = optional_float(meta, &eps_key)?.ok_or_else(|| GgufError::KeyNotFound {
-            key: eps_key.clone(),
-        })?;
-
-        if kv_heads > heads || !heads.is_multiple_of(kv_heads) {
-            return Err(ModelError::invalid(
-                &kv_key,
-                format!("{kv_heads} key/value heads must divide the {heads} query heads"),
-            ));
-        }
-        if head_dim == 0 || !head_dim.is_multiple_of(2) {
-            return Err(ModelError::invalid(
-                &hd_key,
-                format!("head width {head_dim} must be even and nonzero (RoPE rotates pairs)"),
-            ));
-        }
-        if v_dim != head_dim {
-            return Err(ModelError::invalid(
-                &v_key,
-                format!("value width {v_dim} differs from key width {head_dim}"),
-            ));
-        }
-        for (k, v) in [
-            (key("embedding_length"), hidden),
-            (key("feed_forward_length"), ffn),
-        ] {
-            if !v.is_multiple_of(QK8_0) {
-                return Err(ModelError::invalid(
-                    &k,
-                    format!("{v} is not a multiple of the Q8_0 block size {QK8_0}"),
-                ));
-            }
-        }
-        // The attention output (heads * head_dim values) is the input of a
-        // Q8_0 product, so it must be whole blocks too.
-        if !(heads * head_dim).is_multiple_of(QK8_0) {
-            return Err(ModelError::invalid(
-                &hd_key,
-                format!(
-                    "{heads} heads x {head_dim} = {} is not a multiple of the Q8_0 block size {QK8_0}",
-                    heads * head_dim
-                ),
-            ));
-        }
-        if !(rope_base.is_finite() && rope_base > 1.0) {
-            return Err(ModelError::invalid(
-                &rope_key,
-                format!("{rope_base} is not a finite base above 1"),
-            ));
-        }
-        if !(rms_eps.is_finite() && rms_eps > 0.0) {
-            return Err(ModelError::invalid(
-                &eps_key,
-                format!("{rms_eps} is not a finite positive epsilon"),
-            ));
-        }
+        let v_dim = optional_dim(meta, keys::VALUE_LENGTH)?.unwrap_or(hidden / heads);
+        let context = dim(meta, keys::CONTEXT_LENGTH)?;
+        let required = |key: &str| {
+            optional_float(meta, key)?.ok_or_else(|| {
+                ModelError::from(GgufError::KeyNotFound {
+                    key: key.to_string(),
+                })
+            })
+        };
+        let rope_base = required(keys::ROPE_FREQ_BASE)?;
+        let rms_eps = required(keys::RMS_EPSILON)?;
 
         let embd = gguf.tensor("token_embd.weight")?;
         let vocab = match embd.dims.as_slice() {
@@ -168,8 +113,7 @@ impl Qwen3Config {
                 })
             }
         };
-        check_vocab(meta, &key("vocab_size"), vocab)?;
-        Ok(Self {
+        let config = Self {
             vocab,
             hidden,
             layers,
@@ -180,7 +124,107 @@ impl Qwen3Config {
             rope_base,
             rms_eps,
             context,
-        })
+        };
+        config.check(hd_key)?;
+        if v_dim != head_dim {
+            return Err(ModelError::invalid(
+                keys::VALUE_LENGTH,
+                format!("value width {v_dim} differs from key width {head_dim}"),
+            ));
+        }
+        check_vocab(meta, keys::VOCAB_SIZE, vocab)?;
+        Ok(config)
+    }
+
+    /// Checks that the forward pass can run this configuration: every size
+    /// in `1..=2^24` (the vocabulary up to `2^30`), key/value heads
+    /// dividing the query heads, an even head width, the widths that feed
+    /// a Q8_0 product (`hidden`, `ffn`, `heads * head_dim`) in whole
+    /// 32-value blocks, and a finite RoPE base above 1 and epsilon above 0.
+    /// [`from_gguf`](Self::from_gguf) runs it on what it reads; `synth`
+    /// runs it before writing a file.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::InvalidValue`] naming the metadata key of the first
+    /// value at fault.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        self.check(keys::KEY_LENGTH)
+    }
+
+    /// [`validate`](Self::validate), blaming an unusable head width on
+    /// `hd_key`.
+    fn check(&self, hd_key: &str) -> Result<(), ModelError> {
+        for (key, v) in [
+            (keys::EMBEDDING_LENGTH, self.hidden),
+            (keys::BLOCK_COUNT, self.layers),
+            (keys::FEED_FORWARD_LENGTH, self.ffn),
+            (keys::HEAD_COUNT, self.heads),
+            (keys::HEAD_COUNT_KV, self.kv_heads),
+            (hd_key, self.head_dim),
+            (keys::CONTEXT_LENGTH, self.context),
+        ] {
+            if !(1..=MAX_DIM as usize).contains(&v) {
+                return Err(ModelError::invalid(
+                    key,
+                    format!("{v} is outside the accepted range 1..={MAX_DIM}"),
+                ));
+            }
+        }
+        if !(1..=(MAX_DIM * 64) as usize).contains(&self.vocab) {
+            return Err(ModelError::invalid(
+                keys::VOCAB_SIZE,
+                format!("{} tokens is outside 1..={}", self.vocab, MAX_DIM * 64),
+            ));
+        }
+        let (heads, kv_heads, head_dim) = (self.heads, self.kv_heads, self.head_dim);
+        if kv_heads > heads || !heads.is_multiple_of(kv_heads) {
+            return Err(ModelError::invalid(
+                keys::HEAD_COUNT_KV,
+                format!("{kv_heads} key/value heads must divide the {heads} query heads"),
+            ));
+        }
+        if !head_dim.is_multiple_of(2) {
+            return Err(ModelError::invalid(
+                hd_key,
+                format!("head width {head_dim} must be even and nonzero (RoPE rotates pairs)"),
+            ));
+        }
+        for (k, v) in [
+            (keys::EMBEDDING_LENGTH, self.hidden),
+            (keys::FEED_FORWARD_LENGTH, self.ffn),
+        ] {
+            if !v.is_multiple_of(QK8_0) {
+                return Err(ModelError::invalid(
+                    k,
+                    format!("{v} is not a multiple of the Q8_0 block size {QK8_0}"),
+                ));
+            }
+        }
+        // The attention output (heads * head_dim values) is the input of a
+        // Q8_0 product, so it must be whole blocks too.
+        if !(heads * head_dim).is_multiple_of(QK8_0) {
+            return Err(ModelError::invalid(
+                hd_key,
+                format!(
+                    "{heads} heads x {head_dim} = {} is not a multiple of the Q8_0 block size {QK8_0}",
+                    heads * head_dim
+                ),
+            ));
+        }
+        if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
+            return Err(ModelError::invalid(
+                keys::ROPE_FREQ_BASE,
+                format!("{} is not a finite base above 1", self.rope_base),
+            ));
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
+            return Err(ModelError::invalid(
+                keys::RMS_EPSILON,
+                format!("{} is not a finite positive epsilon", self.rms_eps),
+            ));
+        }
+        Ok(())
     }
 
     /// Width of all query heads together (`heads * head_dim`).

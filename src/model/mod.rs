@@ -53,6 +53,7 @@ mod error;
 mod generate;
 mod handle;
 mod kv_cache;
+pub mod layout;
 pub(crate) mod ops;
 mod session;
 mod trace;

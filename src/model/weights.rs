@@ -14,6 +14,7 @@ use crate::gguf::{GgmlType, Gguf, TensorInfo};
 use crate::matvec::Q8Matrix;
 use crate::quant::{dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0};
 
+use super::layout::{Role, Shape, TensorSpec};
 use super::{ModelError, Qwen3Config};
 
 /// Types accepted for norm weights and the token embedding.
@@ -117,70 +118,27 @@ pub struct Qwen3Weights<'a> {
 impl<'a> Qwen3Weights<'a> {
     /// Looks up and checks every tensor `cfg` implies.
     pub(crate) fn load(gguf: &Gguf<'a>, cfg: &Qwen3Config) -> Result<Self, ModelError> {
-        let (h, q, kv, f, hd) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn, cfg.head_dim);
         let mut layers = Vec::with_capacity(cfg.layers.min(4096));
         for i in 0..cfg.layers {
-            let name = |t: &str| format!("blk.{i}.{t}.weight");
+            let t = |role| cfg.tensor(role, i);
             layers.push(LayerWeights {
-                attn_norm: norm(gguf, &name("attn_norm"), h, "embedding_length")?,
-                q: proj(
-                    gguf,
-                    &name("attn_q"),
-                    q,
-                    h,
-                    "head_count x key_length by embedding_length",
-                )?,
-                k: proj(
-                    gguf,
-                    &name("attn_k"),
-                    kv,
-                    h,
-                    "head_count_kv x key_length by embedding_length",
-                )?,
-                v: proj(
-                    gguf,
-                    &name("attn_v"),
-                    kv,
-                    h,
-                    "head_count_kv x value_length by embedding_length",
-                )?,
-                o: proj(
-                    gguf,
-                    &name("attn_output"),
-                    h,
-                    q,
-                    "embedding_length by head_count x key_length",
-                )?,
-                q_norm: norm(gguf, &name("attn_q_norm"), hd, "key_length")?,
-                k_norm: norm(gguf, &name("attn_k_norm"), hd, "key_length")?,
-                ffn_norm: norm(gguf, &name("ffn_norm"), h, "embedding_length")?,
-                gate: proj(
-                    gguf,
-                    &name("ffn_gate"),
-                    f,
-                    h,
-                    "feed_forward_length by embedding_length",
-                )?,
-                up: proj(
-                    gguf,
-                    &name("ffn_up"),
-                    f,
-                    h,
-                    "feed_forward_length by embedding_length",
-                )?,
-                down: proj(
-                    gguf,
-                    &name("ffn_down"),
-                    h,
-                    f,
-                    "embedding_length by feed_forward_length",
-                )?,
+                attn_norm: norm(gguf, &t(Role::AttnNorm))?,
+                q: proj(gguf, &t(Role::Q))?,
+                k: proj(gguf, &t(Role::K))?,
+                v: proj(gguf, &t(Role::V))?,
+                o: proj(gguf, &t(Role::Output))?,
+                q_norm: norm(gguf, &t(Role::QNorm))?,
+                k_norm: norm(gguf, &t(Role::KNorm))?,
+                ffn_norm: norm(gguf, &t(Role::FfnNorm))?,
+                gate: proj(gguf, &t(Role::Gate))?,
+                up: proj(gguf, &t(Role::Up))?,
+                down: proj(gguf, &t(Role::Down))?,
             });
         }
-        let output_norm = norm(gguf, "output_norm.weight", h, "embedding_length")?;
-        let embd = gguf.tensor("token_embd.weight")?;
+        let output_norm = norm(gguf, &cfg.tensor(Role::OutputNorm, 0))?;
+        let embd = gguf.tensor(&Role::Embedding.name(0))?;
         let embedding = embedding(gguf, embd, cfg)?;
-        let (lm_info, tied) = match gguf.tensor("output.weight") {
+        let (lm_info, tied) = match gguf.tensor(&Role::LmHead.name(0)) {
             Ok(info) => (info, false),
             Err(_) => (embd, true),
         };
@@ -231,15 +189,9 @@ fn shape_error(info: &TensorInfo, expected: Vec<u64>, why: &str) -> ModelError {
     }
 }
 
-/// A `rows x cols` Q8_0 projection.
-fn proj<'a>(
-    gguf: &Gguf<'a>,
-    name: &str,
-    rows: usize,
-    cols: usize,
-    why: &str,
-) -> Result<Q8Matrix<'a>, ModelError> {
-    let info = gguf.tensor(name)?;
+/// The Q8_0 projection `spec` names, of `spec`'s shape.
+fn proj<'a>(gguf: &Gguf<'a>, spec: &TensorSpec) -> Result<Q8Matrix<'a>, ModelError> {
+    let info = gguf.tensor(&spec.name)?;
     if info.ggml_type != GgmlType::Q8_0 {
         return Err(ModelError::TensorType {
             tensor: info.name.clone(),
@@ -247,19 +199,24 @@ fn proj<'a>(
             supported: PROJ_TYPES,
         });
     }
-    let expected = vec![cols as u64, rows as u64];
+    let expected = spec.shape.gguf_dims();
     if info.dims != expected {
-        return Err(shape_error(info, expected, why));
+        return Err(shape_error(info, expected, spec.why));
     }
-    Ok(Q8Matrix::new(gguf.tensor_q8_0(name)?, rows, cols)?)
+    let Shape::Matrix { rows, cols } = spec.shape else {
+        return Err(shape_error(info, expected, spec.why));
+    };
+    Ok(Q8Matrix::new(gguf.tensor_q8_0(&spec.name)?, rows, cols)?)
 }
 
-/// A 1-D norm weight of `len` values, converted to `f32`.
-fn norm(gguf: &Gguf<'_>, name: &str, len: usize, why: &str) -> Result<Vec<f32>, ModelError> {
-    let info = gguf.tensor(name)?;
-    if info.dims != [len as u64] {
-        return Err(shape_error(info, vec![len as u64], why));
+/// The 1-D norm weight `spec` names, converted to `f32`.
+fn norm(gguf: &Gguf<'_>, spec: &TensorSpec) -> Result<Vec<f32>, ModelError> {
+    let info = gguf.tensor(&spec.name)?;
+    let expected = spec.shape.gguf_dims();
+    if info.dims != expected {
+        return Err(shape_error(info, expected, spec.why));
     }
+    let name = &spec.name;
     match info.ggml_type {
         GgmlType::F32 => Ok(gguf.tensor_f32(name)?.to_vec()),
         GgmlType::F16 => Ok(gguf.tensor_f16(name)?.iter().map(|x| x.to_f32()).collect()),

@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::gguf::WriteError;
+use crate::model::{ModelError, Qwen3Config};
 use crate::quant::QuantError;
 
 pub use file::{cached_model, default_cache_dir, model_file_name, write_model_file};
@@ -54,26 +55,9 @@ pub const MAX_VOCAB: usize = 1 << 24;
 /// The shape of a synthetic Qwen3 model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SynthConfig {
-    /// Vocabulary size (rows of the embedding).
-    pub vocab: usize,
-    /// Hidden size (embedding length).
-    pub hidden: usize,
-    /// Number of transformer blocks.
-    pub layers: usize,
-    /// Feed-forward width.
-    pub ffn: usize,
-    /// Query heads.
-    pub heads: usize,
-    /// Key/value heads (grouped-query attention).
-    pub kv_heads: usize,
-    /// Width of one head.
-    pub head_dim: usize,
-    /// RoPE frequency base.
-    pub rope_base: f32,
-    /// RMS norm epsilon.
-    pub rms_eps: f32,
-    /// Context length written to the metadata.
-    pub context: usize,
+    /// The hyperparameters written to the file (its `vocab` is also the
+    /// size of the synthetic tokenizer's vocabulary).
+    pub model: Qwen3Config,
     /// Whether the output projection reuses the token embedding (no
     /// `output.weight` tensor).
     pub tied: bool,
@@ -83,31 +67,15 @@ pub struct SynthConfig {
 #[derive(Clone, Debug, Error, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A size that must be nonzero is zero.
-    #[error("{field} must be nonzero")]
-    Zero {
-        /// The field.
-        field: &'static str,
+    /// The hyperparameters fail [`Qwen3Config::validate`]: the forward
+    /// pass could not run them.
+    #[error("`{key}`: {reason}")]
+    Invalid {
+        /// The metadata key of the value at fault.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
     },
-    /// A Q8_0 row length that is not a whole number of 32-weight blocks.
-    #[error("{field} = {value} is not a multiple of 32 (the Q8_0 block size)")]
-    NotMultipleOf32 {
-        /// The field, or `heads * head_dim`.
-        field: &'static str,
-        /// Its value.
-        value: usize,
-    },
-    /// Query heads that do not split evenly into key/value groups.
-    #[error("{heads} query heads do not divide into {kv_heads} key/value heads")]
-    HeadGroups {
-        /// Query heads.
-        heads: usize,
-        /// Key/value heads.
-        kv_heads: usize,
-    },
-    /// An odd head width, which RoPE cannot rotate in pairs.
-    #[error("head_dim = {0} is odd; RoPE rotates pairs")]
-    OddHeadDim(usize),
     /// A vocabulary without room for the byte and added tokens, or past
     /// [`MAX_VOCAB`].
     #[error("vocab = {value} is outside {min}..={max}")]
@@ -118,22 +86,6 @@ pub enum ConfigError {
         min: usize,
         /// Largest accepted.
         max: usize,
-    },
-    /// A size that does not fit the `u32` metadata field holding it.
-    #[error("{field} = {value} does not fit in a u32")]
-    TooLarge {
-        /// The field, or `heads * head_dim`.
-        field: &'static str,
-        /// Its value.
-        value: usize,
-    },
-    /// A RoPE base or epsilon that is not a positive finite number.
-    #[error("{field} = {value} is not a positive finite number")]
-    NotPositive {
-        /// The field.
-        field: &'static str,
-        /// Its value.
-        value: f32,
     },
 }
 
@@ -177,16 +129,18 @@ impl SynthConfig {
     /// tests. Same shapes as the repository's tiny reference model.
     pub fn tiny() -> Self {
         Self {
-            vocab: 512,
-            hidden: 128,
-            layers: 2,
-            ffn: 384,
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 32,
-            rope_base: 1e6,
-            rms_eps: 1e-6,
-            context: 4096,
+            model: Qwen3Config {
+                vocab: 512,
+                hidden: 128,
+                layers: 2,
+                ffn: 384,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 32,
+                rope_base: 1e6,
+                rms_eps: 1e-6,
+                context: 4096,
+            },
             tied: true,
         }
     }
@@ -196,16 +150,18 @@ impl SynthConfig {
     /// epsilon 1e-6, context 40960, tied embeddings (about 640 MB in Q8_0).
     pub fn qwen3_0_6b() -> Self {
         Self {
-            vocab: 151_936,
-            hidden: 1024,
-            layers: 28,
-            ffn: 3072,
-            heads: 16,
-            kv_heads: 8,
-            head_dim: 128,
-            rope_base: 1e6,
-            rms_eps: 1e-6,
-            context: 40_960,
+            model: Qwen3Config {
+                vocab: 151_936,
+                hidden: 1024,
+                layers: 28,
+                ffn: 3072,
+                heads: 16,
+                kv_heads: 8,
+                head_dim: 128,
+                rope_base: 1e6,
+                rms_eps: 1e-6,
+                context: 40_960,
+            },
             tied: true,
         }
     }
@@ -231,70 +187,29 @@ impl SynthConfig {
         }
     }
 
-    /// Checks that the model can be written and run: nonzero sizes, Q8_0
-    /// row lengths (`hidden`, `ffn`, `heads * head_dim`) in whole blocks,
-    /// query heads in whole groups, an even head width, a vocabulary in
-    /// [`MIN_VOCAB`](vocab::MIN_VOCAB)`..=`[`MAX_VOCAB`], sizes that fit the
-    /// `u32` metadata, a positive RoPE base and epsilon.
+    /// Checks that the model can be written and run: the
+    /// hyperparameters pass [`Qwen3Config::validate`] (the loader's own
+    /// check), and the vocabulary is within
+    /// [`MIN_VOCAB`](vocab::MIN_VOCAB)`..=`[`MAX_VOCAB`], room for the
+    /// synthetic tokenizer's byte and added tokens.
     ///
     /// # Errors
     ///
     /// The first [`ConfigError`] found.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let sizes = [
-            ("hidden", self.hidden),
-            ("layers", self.layers),
-            ("ffn", self.ffn),
-            ("heads", self.heads),
-            ("kv_heads", self.kv_heads),
-            ("head_dim", self.head_dim),
-            ("context", self.context),
-        ];
-        for (field, value) in sizes {
-            if value == 0 {
-                return Err(ConfigError::Zero { field });
-            }
-            if u32::try_from(value).is_err() {
-                return Err(ConfigError::TooLarge { field, value });
-            }
-        }
-        if !(vocab::MIN_VOCAB..=MAX_VOCAB).contains(&self.vocab) {
+        self.model.validate().map_err(|e| match e {
+            ModelError::InvalidValue { key, reason } => ConfigError::Invalid { key, reason },
+            other => ConfigError::Invalid {
+                key: String::new(),
+                reason: other.to_string(),
+            },
+        })?;
+        if !(vocab::MIN_VOCAB..=MAX_VOCAB).contains(&self.model.vocab) {
             return Err(ConfigError::Vocab {
-                value: self.vocab,
+                value: self.model.vocab,
                 min: vocab::MIN_VOCAB,
                 max: MAX_VOCAB,
             });
-        }
-        let q_width = self
-            .heads
-            .checked_mul(self.head_dim)
-            .filter(|&w| u32::try_from(w).is_ok())
-            .ok_or(ConfigError::TooLarge {
-                field: "heads * head_dim",
-                value: usize::MAX,
-            })?;
-        for (field, value) in [
-            ("hidden", self.hidden),
-            ("ffn", self.ffn),
-            ("heads * head_dim", q_width),
-        ] {
-            if !value.is_multiple_of(32) {
-                return Err(ConfigError::NotMultipleOf32 { field, value });
-            }
-        }
-        if !self.heads.is_multiple_of(self.kv_heads) {
-            return Err(ConfigError::HeadGroups {
-                heads: self.heads,
-                kv_heads: self.kv_heads,
-            });
-        }
-        if !self.head_dim.is_multiple_of(2) {
-            return Err(ConfigError::OddHeadDim(self.head_dim));
-        }
-        for (field, value) in [("rope_base", self.rope_base), ("rms_eps", self.rms_eps)] {
-            if !(value.is_finite() && value > 0.0) {
-                return Err(ConfigError::NotPositive { field, value });
-            }
         }
         Ok(())
     }

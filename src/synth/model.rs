@@ -8,7 +8,8 @@ use rayon::prelude::*;
 use super::rng::Rng;
 use super::vocab::{vocab, Vocab};
 use super::{SynthConfig, SynthError};
-use crate::gguf::{Array, GgmlType, TensorStream, Value, Writer};
+use crate::gguf::{Array, GgmlType, TensorStream, Writer};
+use crate::model::layout::{keys, Shape};
 use crate::quant::{quantize_row_q8_0_into, QK8_0};
 use crate::BlockQ8_0;
 
@@ -26,86 +27,12 @@ pub(crate) const NORM_JITTER: f64 = 0.05;
 /// large enough to split across threads.
 const CHUNK_WEIGHTS: usize = 1 << 20;
 
-/// What a tensor holds.
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    /// A Q8_0 weight matrix of `rows` rows of `cols` weights.
-    Matrix { rows: usize, cols: usize },
-    /// An F32 norm weight vector.
-    Norm { len: usize },
-}
-
-/// One tensor of the plan, in file order.
-struct Planned {
-    name: String,
-    kind: Kind,
-}
-
-impl Planned {
-    fn matrix(name: String, rows: usize, cols: usize) -> Self {
-        Self {
-            name,
-            kind: Kind::Matrix { rows, cols },
-        }
-    }
-
-    fn norm(name: String, len: usize) -> Self {
-        Self {
-            name,
-            kind: Kind::Norm { len },
-        }
-    }
-}
-
-/// Every tensor of a Qwen3 model, in the order llama.cpp's converter writes
-/// them, with llama.cpp's names.
-fn plan(cfg: &SynthConfig) -> Vec<Planned> {
-    let q_width = cfg.heads * cfg.head_dim;
-    let kv_width = cfg.kv_heads * cfg.head_dim;
-    let mut plan = vec![Planned::matrix(
-        "token_embd.weight".into(),
-        cfg.vocab,
-        cfg.hidden,
-    )];
-    for l in 0..cfg.layers {
-        let name = |t: &str| format!("blk.{l}.{t}.weight");
-        plan.extend([
-            Planned::norm(name("attn_norm"), cfg.hidden),
-            Planned::matrix(name("attn_q"), q_width, cfg.hidden),
-            Planned::matrix(name("attn_k"), kv_width, cfg.hidden),
-            Planned::matrix(name("attn_v"), kv_width, cfg.hidden),
-            Planned::matrix(name("attn_output"), cfg.hidden, q_width),
-            Planned::norm(name("attn_q_norm"), cfg.head_dim),
-            Planned::norm(name("attn_k_norm"), cfg.head_dim),
-            Planned::norm(name("ffn_norm"), cfg.hidden),
-            Planned::matrix(name("ffn_gate"), cfg.ffn, cfg.hidden),
-            Planned::matrix(name("ffn_up"), cfg.ffn, cfg.hidden),
-            Planned::matrix(name("ffn_down"), cfg.hidden, cfg.ffn),
-        ]);
-    }
-    plan.push(Planned::norm("output_norm.weight".into(), cfg.hidden));
-    if !cfg.tied {
-        plan.push(Planned::matrix(
-            "output.weight".into(),
-            cfg.vocab,
-            cfg.hidden,
-        ));
-    }
-    plan
-}
-
-/// `value` as a `u32` metadata value; [`SynthConfig::validate`] already
-/// refused anything larger.
-fn u32_of(value: usize) -> Value {
-    Value::U32(u32::try_from(value).unwrap_or(u32::MAX))
-}
-
 /// The writer for `cfg`: metadata like llama.cpp's Qwen3 files, and every
 /// tensor declared, to be streamed.
 fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>, SynthError> {
     let label = cfg.label();
     let mut w = Writer::new();
-    w.add_str("general.architecture", "qwen3")?
+    w.add_str(keys::ARCHITECTURE, "qwen3")?
         .add_str("general.type", "model")?
         .add_str(
             "general.name",
@@ -119,19 +46,10 @@ fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>,
                  norm_jitter={NORM_JITTER} (inferno synth, format v{})",
                 super::FORMAT_VERSION
             ),
-        )?
-        .add("qwen3.context_length", u32_of(cfg.context))?
-        .add("qwen3.embedding_length", u32_of(cfg.hidden))?
-        .add("qwen3.block_count", u32_of(cfg.layers))?
-        .add("qwen3.feed_forward_length", u32_of(cfg.ffn))?
-        .add("qwen3.attention.head_count", u32_of(cfg.heads))?
-        .add("qwen3.attention.head_count_kv", u32_of(cfg.kv_heads))?
-        .add("qwen3.attention.key_length", u32_of(cfg.head_dim))?
-        .add("qwen3.attention.value_length", u32_of(cfg.head_dim))?
-        .add_f32("qwen3.rope.freq_base", cfg.rope_base)?
-        .add_f32("qwen3.attention.layer_norm_rms_epsilon", cfg.rms_eps)?
-        // 7: LLAMA_FTYPE_MOSTLY_Q8_0.
-        .add_u32("general.file_type", 7)?
+        )?;
+    cfg.model.write_metadata(&mut w)?;
+    // 7: LLAMA_FTYPE_MOSTLY_Q8_0.
+    w.add_u32("general.file_type", 7)?
         .add_u32("general.quantization_version", 2)?
         .add_str("tokenizer.ggml.model", "gpt2")?
         .add_str("tokenizer.ggml.pre", "qwen2")?
@@ -142,13 +60,12 @@ fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>,
         .add_u32("tokenizer.ggml.eos_token_id", vocab.eos)?
         .add_u32("tokenizer.ggml.padding_token_id", vocab.pad)?
         .add_bool("tokenizer.ggml.add_bos_token", false)?;
-    for t in plan(cfg) {
-        match t.kind {
-            Kind::Matrix { rows, cols } => {
-                w.declare_tensor(&t.name, GgmlType::Q8_0, &[cols as u64, rows as u64])?
-            }
-            Kind::Norm { len } => w.declare_tensor(&t.name, GgmlType::F32, &[len as u64])?,
+    for t in cfg.model.tensors(cfg.tied) {
+        let ty = match t.shape {
+            Shape::Matrix { .. } => GgmlType::Q8_0,
+            Shape::Vector(_) => GgmlType::F32,
         };
+        w.declare_tensor(&t.name, ty, &t.shape.gguf_dims())?;
     }
     Ok(w)
 }
@@ -157,7 +74,7 @@ fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>,
 /// generating any weights.
 pub(crate) fn model_len(cfg: &SynthConfig, seed: u64) -> Result<u64, SynthError> {
     cfg.validate()?;
-    Ok(writer(cfg, seed, vocab(cfg.vocab, seed))?.file_len())
+    Ok(writer(cfg, seed, vocab(cfg.model.vocab, seed))?.file_len())
 }
 
 /// Writes the synthetic Qwen3 model for `cfg` and `seed` to `out` as a GGUF
@@ -185,17 +102,17 @@ pub fn write_model(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<u64, SynthError> {
     cfg.validate()?;
-    let w = writer(cfg, seed, vocab(cfg.vocab, seed))?;
+    let w = writer(cfg, seed, vocab(cfg.model.vocab, seed))?;
     let mut stream = w.stream_to(out)?;
     let total = stream.total_len();
     progress(stream.bytes_written(), total);
-    for (index, t) in plan(cfg).iter().enumerate() {
+    for (index, t) in cfg.model.tensors(cfg.tied).iter().enumerate() {
         let key = index as u64;
-        match t.kind {
-            Kind::Matrix { rows, cols } => {
+        match t.shape {
+            Shape::Matrix { rows, cols } => {
                 write_matrix(&mut stream, seed, key, rows, cols, &mut progress)?
             }
-            Kind::Norm { len } => {
+            Shape::Vector(len) => {
                 let mut values = vec![0.0f32; len];
                 Rng::new(seed, key, 0).fill_normal(&mut values, 1.0, NORM_JITTER);
                 let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();

@@ -29,12 +29,16 @@ fn bytes_do_not_depend_on_the_thread_count() {
 
 /// `(name, type, dims)` of every tensor `cfg` should have, in order.
 fn expected_tensors(cfg: &SynthConfig) -> Vec<(String, GgmlType, Vec<u64>)> {
-    let (h, f, v) = (cfg.hidden as u64, cfg.ffn as u64, cfg.vocab as u64);
-    let q = (cfg.heads * cfg.head_dim) as u64;
-    let kv = (cfg.kv_heads * cfg.head_dim) as u64;
-    let hd = cfg.head_dim as u64;
+    let (h, f, v) = (
+        cfg.model.hidden as u64,
+        cfg.model.ffn as u64,
+        cfg.model.vocab as u64,
+    );
+    let q = (cfg.model.heads * cfg.model.head_dim) as u64;
+    let kv = (cfg.model.kv_heads * cfg.model.head_dim) as u64;
+    let hd = cfg.model.head_dim as u64;
     let mut out = vec![("token_embd.weight".to_owned(), GgmlType::Q8_0, vec![h, v])];
-    for l in 0..cfg.layers {
+    for l in 0..cfg.model.layers {
         for (t, ty, dims) in [
             ("attn_norm", GgmlType::F32, vec![h]),
             ("attn_q", GgmlType::Q8_0, vec![h, q]),
@@ -175,11 +179,8 @@ fn weights_and_norms_have_the_intended_scale() {
 
 #[test]
 fn untied_model_has_an_output_matrix() {
-    let cfg = SynthConfig {
-        tied: false,
-        layers: 1,
-        ..SynthConfig::tiny()
-    };
+    let mut cfg = SynthConfig::tiny();
+    (cfg.tied, cfg.model.layers) = (false, 1);
     let bytes = model_bytes(&cfg, 0).unwrap();
     let gguf = Gguf::parse(&bytes).unwrap();
     check_tensors(&cfg, &gguf);
@@ -220,11 +221,19 @@ fn presets_are_valid_and_named() {
     let big = SynthConfig::qwen3_0_6b();
     big.validate().unwrap();
     assert_eq!(
-        (big.vocab, big.hidden, big.layers, big.ffn),
+        (
+            big.model.vocab,
+            big.model.hidden,
+            big.model.layers,
+            big.model.ffn
+        ),
         (151_936, 1024, 28, 3072)
     );
-    assert_eq!((big.heads, big.kv_heads, big.head_dim), (16, 8, 128));
-    assert_eq!((big.context, big.tied), (40_960, true));
+    assert_eq!(
+        (big.model.heads, big.model.kv_heads, big.model.head_dim),
+        (16, 8, 128)
+    );
+    assert_eq!((big.model.context, big.tied), (40_960, true));
 }
 
 #[test]
@@ -240,65 +249,63 @@ fn invalid_configs_are_refused_before_writing() {
             e => panic!("{e}"),
         }
     };
+    let key_of = |e: ConfigError| match e {
+        ConfigError::Invalid { key, .. } => key,
+        e => panic!("{e}"),
+    };
     assert_eq!(
-        bad(|c| c.hidden = 100),
-        ConfigError::NotMultipleOf32 {
-            field: "hidden",
-            value: 100
-        }
+        key_of(bad(|c| c.model.hidden = 100)),
+        "qwen3.embedding_length"
+    );
+    assert_eq!(
+        key_of(bad(|c| c.model.ffn = 390)),
+        "qwen3.feed_forward_length"
+    );
+    assert_eq!(
+        key_of(bad(|c| c.model.head_dim = 20)),
+        "qwen3.attention.key_length"
+    );
+    assert_eq!(key_of(bad(|c| c.model.layers = 0)), "qwen3.block_count");
+    assert_eq!(
+        key_of(bad(|c| c.model.kv_heads = 3)),
+        "qwen3.attention.head_count_kv"
     );
     assert!(matches!(
-        bad(|c| c.ffn = 390),
-        ConfigError::NotMultipleOf32 { field: "ffn", .. }
+        bad(|c| c.model.vocab = 100),
+        ConfigError::Vocab { .. }
     ));
-    assert!(matches!(
-        bad(|c| c.head_dim = 20),
-        ConfigError::NotMultipleOf32 {
-            field: "heads * head_dim",
-            ..
-        }
-    ));
-    assert!(matches!(
-        bad(|c| c.layers = 0),
-        ConfigError::Zero { field: "layers" }
-    ));
-    assert!(matches!(
-        bad(|c| c.kv_heads = 3),
-        ConfigError::HeadGroups { .. }
-    ));
-    assert!(matches!(bad(|c| c.vocab = 100), ConfigError::Vocab { .. }));
-    assert!(matches!(
-        bad(|c| c.rms_eps = f32::NAN),
-        ConfigError::NotPositive { .. }
-    ));
-    assert!(matches!(
-        bad(|c| c.rope_base = -1.0),
-        ConfigError::NotPositive { .. }
-    ));
-    assert!(matches!(
-        bad(|c| {
-            c.heads = 1;
-            c.kv_heads = 1;
-            c.head_dim = 33 * 32 + 1;
-        }),
-        ConfigError::NotMultipleOf32 { .. }
-    ));
-    assert!(matches!(
-        bad(|c| c.context = usize::MAX),
-        ConfigError::TooLarge { .. }
-    ));
+    assert_eq!(
+        key_of(bad(|c| c.model.rms_eps = f32::NAN)),
+        "qwen3.attention.layer_norm_rms_epsilon"
+    );
+    assert_eq!(
+        key_of(bad(|c| c.model.rope_base = -1.0)),
+        "qwen3.rope.freq_base"
+    );
+    assert_eq!(
+        key_of(bad(|c| {
+            c.model.heads = 1;
+            c.model.kv_heads = 1;
+            c.model.head_dim = 33 * 32 + 1;
+        })),
+        "qwen3.attention.key_length"
+    );
+    assert_eq!(
+        key_of(bad(|c| c.model.context = usize::MAX)),
+        "qwen3.context_length"
+    );
 }
 
 #[test]
 fn odd_head_width_is_refused() {
-    let cfg = SynthConfig {
-        heads: 32,
-        kv_heads: 32,
-        head_dim: 3,
-        hidden: 96,
-        ..SynthConfig::tiny()
-    };
-    assert_eq!(cfg.validate(), Err(ConfigError::OddHeadDim(3)));
+    let mut cfg = SynthConfig::tiny();
+    let m = &mut cfg.model;
+    (m.heads, m.kv_heads, m.head_dim, m.hidden) = (32, 32, 3, 96);
+    assert!(matches!(
+        cfg.validate(),
+        Err(ConfigError::Invalid { key, reason })
+            if key == "qwen3.attention.key_length" && reason.contains("even")
+    ));
 }
 
 /// A scratch directory under the system's temporary directory, removed on
