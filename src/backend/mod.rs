@@ -46,7 +46,7 @@ mod simd;
 
 use std::ops::Range;
 
-use crate::matvec::{Q8Matrix, ShapeError};
+use crate::matvec::{check_stacked, stacked_rows, Q8Matrix, ShapeError};
 use crate::quant::dot::Dispatch;
 use crate::quant::{Kernel, QuantError, QuantizedBatch, QuantizedVector};
 
@@ -225,54 +225,6 @@ macro_rules! deref {
 }
 
 forward_backend!(impl[B: Backend + ?Sized] for &B, via deref);
-
-/// Checks a stacked product's shapes.
-fn check_stacked(ws: &[Q8Matrix<'_>], x: &QuantizedVector, out: &[f32]) -> Result<(), ShapeError> {
-    let mut rows = 0usize;
-    for w in ws {
-        if w.cols() != x.cols() {
-            return Err(ShapeError::InputLength {
-                expected: w.cols(),
-                got: x.cols(),
-            });
-        }
-        rows = rows.saturating_add(w.rows());
-    }
-    if rows != out.len() {
-        return Err(ShapeError::OutputLength {
-            expected: rows,
-            got: out.len(),
-        });
-    }
-    Ok(())
-}
-
-/// Computes the stacked rows `range` of `ws` into `out` (`range.len()`
-/// values), each row one whole dot product with kernel `k`.
-fn stacked_rows(
-    k: Dispatch,
-    ws: &[Q8Matrix<'_>],
-    x: &QuantizedVector,
-    range: Range<usize>,
-    out: &mut [f32],
-) {
-    let mut base = 0;
-    let mut done = 0;
-    for w in ws {
-        let (lo, hi) = (range.start.max(base), range.end.min(base + w.rows()));
-        if lo < hi {
-            let n = hi - lo;
-            k.matvec_q8(
-                w.rows_blocks(lo - base..hi - base),
-                w.blocks_per_row(),
-                x.act(),
-                &mut out[done..done + n],
-            );
-            done += n;
-        }
-        base += w.rows();
-    }
-}
 
 /// A serial matmul with kernel `k`: weight rows outer, so each is read from
 /// memory once for the batch.

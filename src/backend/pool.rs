@@ -3,10 +3,10 @@
 use std::ops::Range;
 
 use super::parallel::{for_each_chunk_rayon, matmul_rayon, rayon_pool};
-use super::{Backend, BackendError, BackendKind};
-use crate::matvec::{Q8Matrix, ShapeError};
+use super::{dispatch_of, Backend, BackendError, BackendKind};
+use crate::matvec::{matvec_q8_0_pool_stacked, Q8Matrix, ShapeError};
 use crate::pool::ThreadPool;
-use crate::quant::{Kernel, QuantizedBatch};
+use crate::quant::{Kernel, QuantizedBatch, QuantizedVector};
 
 /// The spinning [`ThreadPool`] for every decode product and for attention
 /// across heads; rayon (with as many threads) for prefill, whose large
@@ -65,6 +65,16 @@ impl Backend for Pool {
         F: Fn(Range<usize>, &mut [T]) + Sync,
     {
         self.pool.for_each_chunk_mut(data, f);
+    }
+    fn matvec(
+        &self,
+        ws: &[Q8Matrix<'_>],
+        x: &QuantizedVector,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        // The provided matvec on this split, as one function with
+        // `matvec_q8_0_pool`.
+        matvec_q8_0_pool_stacked(&self.pool, dispatch_of(self), ws, x, out)
     }
     fn for_each_chunk<T, F>(&self, data: &mut [T], chunk: usize, f: F)
     where
