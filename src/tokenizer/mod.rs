@@ -74,6 +74,7 @@ use bpe::Scratch;
 use cache::{CacheGuard, MergeCache};
 use vocab::Vocab;
 
+pub(crate) use bytelevel::{byte_to_char, char_to_byte, is_direct};
 pub use error::TokenizerError;
 pub use pretok::{PreTokenizer, Qwen2Splitter};
 pub use stream::StreamDecoder;
