@@ -68,7 +68,8 @@ pub trait Backend: Send + Sync {
     /// Threads the backend computes on (1 for the single-core ones).
     fn threads(&self) -> usize;
 
-    /// The dot kernel of every product and attention score.
+    /// The dot kernel of every product and attention score, by name: the
+    /// products run the kernel this names, never one chosen elsewhere.
     fn kernel(&self) -> Kernel;
 
     /// A prefill product: `out = X W^T` for a batch of activation rows,
@@ -150,8 +151,11 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// The callable form of a backend's kernel (always available: backends
-/// only report kernels the CPU runs).
+/// The callable form of a backend's kernel: a backend names its kernel as
+/// a [`Kernel`] (the public name), and the [`Dispatch`] its products call
+/// (that kernel with the CPU-feature token that lets it run) is always
+/// built from that name, here, so the two cannot disagree. Always
+/// available: backends only report kernels the CPU runs.
 pub(crate) fn dispatch_of<B: Backend + ?Sized>(b: &B) -> Dispatch {
     b.kernel().dispatch().unwrap_or(Dispatch::Scalar)
 }
