@@ -86,9 +86,10 @@ pub trait Backend: Send + Sync {
         out: &mut [f32],
     ) -> Result<(), ShapeError>;
 
-    /// Runs `f(range, &mut data[range])` over contiguous ranges that cover
-    /// `data` once, at most one per thread: the split every decode fan-out
-    /// is built on, so each backend says once how it divides work.
+    /// Runs `f(range, &mut data[range])` for each of at most
+    /// [`threads`](Self::threads) contiguous ranges that together cover
+    /// `data` once: the split every decode fan-out is built on, so each
+    /// backend says once how it divides work.
     fn for_each_range<T, F>(&self, data: &mut [T], f: F)
     where
         T: Send,
