@@ -70,7 +70,7 @@ mod q8;
 
 pub use self::f32::{matvec_f32, matvec_f32_pool, matvec_f32_rayon};
 pub use matrix::{F32Matrix, Q8Matrix, ShapeError};
-pub(crate) use q8::matmul_q8_0_with;
+pub(crate) use q8::{check_stacked, matmul_q8_0_with, matvec_q8_0_pool_stacked, stacked_rows};
 pub use q8::{
     matmul_q8_0, matmul_q8_0_rayon, matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_pool_dynamic,
     matvec_q8_0_rayon, MATMUL_PAR_MIN_ROWS,

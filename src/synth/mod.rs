@@ -48,9 +48,10 @@ pub use vocab::{vocab, Vocab};
 /// a config and seed, so a stale cached file is never taken for a new one.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Largest vocabulary accepted: 16 Mi ids, far past any real model, keeps
-/// the vocabulary's generation time and memory bounded.
-pub const MAX_VOCAB: usize = 1 << 24;
+/// Largest vocabulary accepted: the tokenizer's own bound (16 Mi ids, far
+/// past any real model), so every synthetic vocabulary loads, and its
+/// generation time and memory stay bounded.
+pub use crate::tokenizer::MAX_VOCAB;
 
 /// The shape of a synthetic Qwen3 model.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,16 +20,17 @@
 use std::collections::HashSet;
 
 use super::rng::Rng;
+use crate::tokenizer::{self, TokenType};
 
 /// Token type of an ordinary token (llama.cpp's `LLAMA_TOKEN_TYPE_NORMAL`).
-pub const TOKEN_TYPE_NORMAL: i32 = 1;
+pub const TOKEN_TYPE_NORMAL: i32 = TokenType::Normal.code();
 /// Token type of a control token such as `<|im_end|>`.
-pub const TOKEN_TYPE_CONTROL: i32 = 3;
+pub const TOKEN_TYPE_CONTROL: i32 = TokenType::Control.code();
 /// Token type of an added token that is matched in text but is not a
 /// control token, such as `<think>`.
-pub const TOKEN_TYPE_USER_DEFINED: i32 = 4;
+pub const TOKEN_TYPE_USER_DEFINED: i32 = TokenType::UserDefined.code();
 /// Token type of padding that no text maps to.
-pub const TOKEN_TYPE_UNUSED: i32 = 5;
+pub const TOKEN_TYPE_UNUSED: i32 = TokenType::Unused.code();
 
 /// Qwen3's added tokens, in id order, with their token types.
 pub const ADDED_TOKENS: [(&str, i32); 26] = [
@@ -100,69 +101,20 @@ pub struct Vocab {
     pub pad: u32,
 }
 
-/// Whether GPT-2's table maps byte `b` to itself: the printable bytes
-/// `'!'..='~'`, `'¡'..='¬'` and `'®'..='ÿ'`.
-const fn maps_to_itself(b: u8) -> bool {
-    matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF)
-}
-
-/// How many bytes GPT-2's table moves to U+0100 and up.
-const MOVED: usize = 68;
-
-/// The bytes GPT-2's table moves, in byte order: the `n`th is spelled
-/// U+0100 + `n`.
-const MOVED_BYTES: [u8; MOVED] = {
-    let mut out = [0u8; MOVED];
-    let (mut b, mut n) = (0usize, 0usize);
-    while b < 256 {
-        if !maps_to_itself(b as u8) {
-            out[n] = b as u8;
-            n += 1;
-        }
-        b += 1;
-    }
-    out
-};
-
-/// GPT-2's byte-to-unicode table, by byte.
-const BYTE_CHARS: [char; 256] = {
-    let mut out = ['\0'; 256];
-    let (mut b, mut n) = (0usize, 0u32);
-    while b < 256 {
-        out[b] = if maps_to_itself(b as u8) {
-            b as u8 as char
-        } else {
-            n += 1;
-            // U+0100..U+0143: all valid scalar values.
-            match char::from_u32(0x100 + n - 1) {
-                Some(c) => c,
-                None => char::REPLACEMENT_CHARACTER,
-            }
-        };
-        b += 1;
-    }
-    out
-};
-
 /// GPT-2's byte-to-unicode table: printable bytes stand for themselves,
 /// the other 68 (control characters, space, DEL, NBSP, soft hyphen) take
 /// the code points from U+0100 on, in byte order, so every byte string is
 /// spelled by printable characters and a space (`Ġ`) can never be confused
-/// with the one separating a merge's two parts.
+/// with the one separating a merge's two parts. The tokenizer's own table,
+/// so a synthetic vocabulary is spelled as the tokenizer reads it.
 pub fn byte_to_unicode(b: u8) -> char {
-    BYTE_CHARS[usize::from(b)]
+    tokenizer::byte_to_char(b)
 }
 
 /// The byte `c` stands for in GPT-2's table, or `None` for a character
 /// outside it.
 pub fn unicode_to_byte(c: char) -> Option<u8> {
-    let c = u32::from(c);
-    match u8::try_from(c) {
-        Ok(b) if maps_to_itself(b) => Some(b),
-        _ => c
-            .checked_sub(0x100)
-            .and_then(|n| MOVED_BYTES.get(n as usize).copied()),
-    }
+    tokenizer::char_to_byte(c)
 }
 
 /// The 256 bytes in token order: the self-mapped ones first, in byte
@@ -170,8 +122,8 @@ pub fn unicode_to_byte(c: char) -> Option<u8> {
 pub fn byte_token_order() -> [u8; 256] {
     let mut order = [0u8; 256];
     let bytes = (0..=255u8)
-        .filter(|&b| maps_to_itself(b))
-        .chain((0..=255u8).filter(|&b| !maps_to_itself(b)));
+        .filter(|&b| tokenizer::is_direct(b))
+        .chain((0..=255u8).filter(|&b| !tokenizer::is_direct(b)));
     for (slot, b) in order.iter_mut().zip(bytes) {
         *slot = b;
     }

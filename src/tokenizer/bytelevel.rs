@@ -7,7 +7,7 @@
 //! points from U+0100 upwards, in byte order.
 
 /// Whether byte `b` is shown as the character with the same code point.
-const fn is_direct(b: u8) -> bool {
+pub(crate) const fn is_direct(b: u8) -> bool {
     matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF)
 }
 

@@ -1,4 +1,5 @@
-//! The `qwen2` pre-tokenizer: splits text into the pieces BPE runs on.
+//! Step 3 of `encode`: the `qwen2` pre-tokenizer splits text into the pieces
+//! BPE runs on.
 //!
 //! Qwen's `tokenizer.json` (and llama.cpp's `qwen2` pre-tokenizer) split
 //! with this regex, each match one piece:
@@ -19,6 +20,38 @@
 //! text: concatenated, they give it back.
 
 use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
+
+use super::TokenizerError;
+
+/// The pre-tokenizers this crate implements (`tokenizer.ggml.pre`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PreTokenizer {
+    /// `"qwen2"`: Qwen2 and Qwen3 (see [`Qwen2Splitter`]).
+    Qwen2,
+}
+
+impl PreTokenizer {
+    /// The pre-tokenizer named `name` in `tokenizer.ggml.pre`.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenizerError::UnsupportedPre`] naming any other value.
+    pub fn from_name(name: &str) -> Result<Self, TokenizerError> {
+        match name {
+            "qwen2" => Ok(PreTokenizer::Qwen2),
+            other => Err(TokenizerError::UnsupportedPre {
+                pre: other.to_owned(),
+            }),
+        }
+    }
+
+    /// The name stored in `tokenizer.ggml.pre`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PreTokenizer::Qwen2 => "qwen2",
+        }
+    }
+}
 
 /// The character classes the regex distinguishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

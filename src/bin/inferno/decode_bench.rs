@@ -3,6 +3,12 @@
 //! lm_head), on synthetic weights of the real shapes and size, per backend
 //! and thread count.
 //!
+//! Each row is named by the backend whose decode products it times:
+//! `simd` is `matvec_q8_0` on the calling thread, `pool` is
+//! `matvec_q8_0_pool` (the pool backend's matvec) on a persistent spinning
+//! pool, and `parallel` is `matvec_q8_0_rayon` inside a rayon pool of the
+//! same size (the parallel backend's split).
+//!
 //! This is the matvec part of decode, the part bound by memory bandwidth
 //! (633 MB of weights per token, far past any cache); attention, norms and
 //! sampling are not included.
@@ -10,6 +16,7 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use inferno_cpu::backend::BackendKind;
 use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_rayon, Q8Matrix};
 use inferno_cpu::quant::{QuantizedVector, QK8_0};
 use inferno_cpu::{BlockQ8_0, ThreadPool};
@@ -38,27 +45,6 @@ const LAYER_SHAPES: [(usize, usize); 7] = [
 /// One matvec backend: `out = W x`.
 type Matvec<'a> =
     dyn Fn(&Q8Matrix<'_>, &QuantizedVector, &mut [f32]) -> Result<(), Box<dyn Error>> + 'a;
-
-/// Which matvec implementation runs the sweep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// `matvec_q8_0` on the calling thread.
-    Single,
-    /// `matvec_q8_0_pool` on a persistent spinning pool.
-    Pool,
-    /// `matvec_q8_0_rayon` inside a rayon pool of the same size.
-    Rayon,
-}
-
-impl Backend {
-    fn name(self) -> &'static str {
-        match self {
-            Backend::Single => "single",
-            Backend::Pool => "pool",
-            Backend::Rayon => "rayon",
-        }
-    }
-}
 
 /// Synthetic weights of every matrix of the model, deterministic.
 struct Weights {
@@ -236,13 +222,13 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
         gb * 1e3
     );
     println!();
-    println!("| backend | threads | ms/token | tokens/s | weight GB/s | vs single |");
-    println!("|---------|--------:|---------:|---------:|------------:|----------:|");
+    println!("| backend  | threads | ms/token | tokens/s | weight GB/s | vs simd |");
+    println!("|----------|--------:|---------:|---------:|------------:|--------:|");
     let single = time_tokens(&weights, tokens, &|w, x, o| Ok(matvec_q8_0(w, x, o)?))?;
-    let row = |backend: Backend, threads: usize, t: Duration| {
+    let row = |backend: BackendKind, threads: usize, t: Duration| {
         let s = t.as_secs_f64();
         println!(
-            "| {:<7} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>8.2}x |",
+            "| {:<8} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>6.2}x |",
             backend.name(),
             threads,
             s * 1e3,
@@ -251,14 +237,14 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
             single.as_secs_f64() / s
         );
     };
-    row(Backend::Single, 1, single);
+    row(BackendKind::Simd, 1, single);
     for &threads in thread_counts {
         eprintln!("  measuring with {threads} thread(s) ...");
         let pool = ThreadPool::new(threads)?;
         let t = time_tokens(&weights, tokens, &|w, x, o| {
             Ok(matvec_q8_0_pool(&pool, w, x, o)?)
         })?;
-        row(Backend::Pool, threads, t);
+        row(BackendKind::Pool, threads, t);
         if !check_identical(&weights, &pool)? {
             return Err(format!("pool at {threads} threads differs from single-core").into());
         }
@@ -269,7 +255,7 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
             rayon.install(|| matvec_q8_0_rayon(w, x, o))?;
             Ok(())
         })?;
-        row(Backend::Rayon, threads, t);
+        row(BackendKind::Parallel, threads, t);
     }
     println!();
     println!("pooled logits are bit-identical to single-core at every thread count above");

@@ -1,0 +1,131 @@
+//! rayon for everything, and the rayon pieces [`Pool`](super::Pool) shares
+//! for prefill.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::{Backend, BackendError, BackendKind};
+use crate::matvec::{Q8Matrix, ShapeError};
+use crate::quant::{Kernel, QuantizedBatch};
+
+/// rayon for everything, decode included: what a fork-join pool gives
+/// when every product of a token is split across its threads.
+#[derive(Debug)]
+pub struct Parallel {
+    rayon: rayon::ThreadPool,
+}
+
+impl Parallel {
+    /// A backend on its own rayon pool of `threads` threads.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Threads`] for 0; [`BackendError::Rayon`] if the
+    /// threads cannot start.
+    pub fn new(threads: usize) -> Result<Self, BackendError> {
+        if threads == 0 {
+            return Err(BackendError::zero_threads(BackendKind::Parallel));
+        }
+        Ok(Self {
+            rayon: rayon_pool(threads)?,
+        })
+    }
+}
+
+impl Backend for Parallel {
+    fn name(&self) -> &'static str {
+        "parallel"
+    }
+    fn threads(&self) -> usize {
+        self.rayon.current_num_threads()
+    }
+    fn kernel(&self) -> Kernel {
+        Kernel::selected()
+    }
+    fn matmul(
+        &self,
+        w: &Q8Matrix<'_>,
+        xs: &QuantizedBatch,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        matmul_rayon(&self.rayon, w, xs, out)
+    }
+    fn for_each_range<T, F>(&self, data: &mut [T], f: F)
+    where
+        T: Send,
+        F: Fn(Range<usize>, &mut [T]) + Sync,
+    {
+        // One contiguous range per thread, as the pool splits them.
+        let chunk = data.len().div_ceil(self.threads()).max(1);
+        self.rayon.install(|| {
+            data.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, part)| {
+                    let start = i * chunk;
+                    f(start..start + part.len(), part);
+                });
+        });
+    }
+    fn for_each_mut<T, F>(&self, items: &mut [T], f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut T) + Sync,
+    {
+        // One task per item (per head), for work stealing to balance.
+        self.rayon.install(|| {
+            items
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(i, item)| f(i, item));
+        });
+    }
+    fn for_each_chunk<T, F>(&self, data: &mut [T], chunk: usize, f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
+        for_each_chunk_rayon(&self.rayon, data, chunk, f);
+    }
+}
+
+/// A rayon pool of `threads` threads, every one of them started.
+pub(super) fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, BackendError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("inferno-rayon-{i}"))
+        .build()?;
+    // Wait until every thread has started, so a session's first prefill
+    // pays no thread start-up, and nothing starts (or allocates) later.
+    pool.broadcast(|_| ());
+    Ok(pool)
+}
+
+/// rayon's parallel matmul for prefill, shared by [`Parallel`] and
+/// [`Pool`](super::Pool).
+pub(super) fn matmul_rayon(
+    rayon: &rayon::ThreadPool,
+    w: &Q8Matrix<'_>,
+    xs: &QuantizedBatch,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    rayon.install(|| crate::matvec::matmul_q8_0_rayon(w, xs, out))
+}
+
+/// The prefill fan-out on rayon, one task per chunk, shared by
+/// [`Parallel`] and [`Pool`](super::Pool).
+pub(super) fn for_each_chunk_rayon<T, F>(
+    rayon: &rayon::ThreadPool,
+    data: &mut [T],
+    chunk: usize,
+    f: F,
+) where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    rayon.install(|| {
+        data.par_chunks_mut(chunk.max(1))
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+    });
+}
