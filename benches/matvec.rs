@@ -30,6 +30,7 @@ use inferno_cpu::matvec::{
     matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_pool_dynamic, matvec_q8_0_rayon, Q8Matrix,
 };
 use inferno_cpu::quant::{quantize_row_q8_0_into, BlockQ8_0, Kernel, QuantizedVector};
+use inferno_cpu::synth::SplitMix64;
 use inferno_cpu::{split, ThreadPool};
 
 /// (name, rows = outputs, cols = inputs).
@@ -66,16 +67,11 @@ fn config() -> Criterion {
         .configure_from_args()
 }
 
-/// Deterministic pseudo-random f32 in [-1, 1) (splitmix64).
+/// Deterministic pseudo-random f32 in [-1, 1).
 fn fill(seed: u64, out: &mut [f32]) {
-    let mut s = seed;
+    let mut g = SplitMix64::new(seed);
     for v in out {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        *v = (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+        *v = g.next_signed_f32();
     }
 }
 

@@ -16,6 +16,8 @@
 
 use thiserror::Error;
 
+use crate::synth::SplitMix64;
+
 /// A sampler setting out of range.
 #[derive(Clone, Debug, Error, PartialEq)]
 #[non_exhaustive]
@@ -34,7 +36,7 @@ pub enum SamplerError {
 pub struct Sampler {
     temperature: f32,
     top_p: f32,
-    state: u64,
+    state: SplitMix64,
     candidates: Vec<(f32, u32)>,
 }
 
@@ -44,7 +46,7 @@ impl Sampler {
         Self {
             temperature: 0.0,
             top_p: 1.0,
-            state: 0,
+            state: SplitMix64::new(0),
             candidates: Vec::new(),
         }
     }
@@ -68,7 +70,7 @@ impl Sampler {
         Ok(Self {
             temperature,
             top_p,
-            state: seed,
+            state: SplitMix64::new(seed),
             candidates: Vec::new(),
         })
     }
@@ -78,14 +80,9 @@ impl Sampler {
         self.temperature == 0.0
     }
 
-    /// SplitMix64: a uniform draw in `[0, 1)`.
+    /// A uniform draw in `[0, 1)`.
     fn uniform(&mut self) -> f64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        self.state.next_f64()
     }
 
     /// The next token. An empty slice gives 0; NaN logits are never chosen

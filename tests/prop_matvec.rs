@@ -10,6 +10,7 @@ use inferno_cpu::matvec::{
     matvec_q8_0_pool, matvec_q8_0_pool_dynamic, matvec_q8_0_rayon, F32Matrix, Q8Matrix,
 };
 use inferno_cpu::quant::{BlockQ8_0, QuantizedBatch, QuantizedVector, QK8_0};
+use inferno_cpu::synth::SplitMix64;
 use inferno_cpu::ThreadPool;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -18,22 +19,18 @@ use proptest::test_runner::Config;
 /// builds while rows still reach 5000 and columns 4096 (not both at once).
 const MAX_WEIGHTS: usize = 1 << 19;
 
-/// splitmix64: fast deterministic data for large shapes, from one seed
-/// that proptest chooses (and shrinks).
-struct Rng(u64);
+/// Fast deterministic data for large shapes, from one seed that proptest
+/// chooses (and shrinks).
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [-1, 1).
     fn f32(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        self.0.next_signed_f32()
     }
 
     /// Every byte value, and a finite f16 scale around 1e-3..1e-1.
@@ -88,7 +85,7 @@ proptest! {
         chunk in 0usize..100,
         seed in any::<u64>(),
     ) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         let blocks: Vec<BlockQ8_0> = (0..rows * cols / QK8_0).map(|_| rng.block()).collect();
         let xf: Vec<f32> = (0..cols).map(|_| rng.f32()).collect();
         let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
@@ -117,7 +114,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let cols = cols.min(MAX_WEIGHTS / 2 / rows);
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         let data: Vec<f32> = (0..rows * cols).map(|_| rng.f32()).collect();
         let x: Vec<f32> = (0..cols).map(|_| rng.f32()).collect();
         let w = F32Matrix::new(&data, rows, cols).unwrap();
@@ -141,7 +138,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let cols = nb * QK8_0;
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         let blocks: Vec<BlockQ8_0> = (0..rows * nb).map(|_| rng.block()).collect();
         let xf: Vec<f32> = (0..m * cols).map(|_| rng.f32()).collect();
         let w = Q8Matrix::new(&blocks, rows, cols).unwrap();
@@ -175,7 +172,7 @@ proptest! {
 fn pool_sizes_around_the_row_count() {
     // Fewer rows than threads, as many, and one more.
     let cols = 64;
-    let mut rng = Rng(1);
+    let mut rng = Rng(SplitMix64::new(1));
     for threads in [1usize, 2, 5, 16] {
         for rows in [1, threads.saturating_sub(1).max(1), threads, threads + 1] {
             let blocks: Vec<BlockQ8_0> = (0..rows * 2).map(|_| rng.block()).collect();

@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 
 use inferno_cpu::backend::Simd;
 use inferno_cpu::gguf::{Array, GgmlType, Gguf, Value, Writer};
-use inferno_cpu::model::{KvDtype, ModelError, Qwen3, Session, SessionOptions};
+use inferno_cpu::model::layout::{keys, Role, Shape as LayoutShape};
+use inferno_cpu::model::{KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions};
 use inferno_cpu::synth::{model_bytes, SynthConfig};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -59,21 +60,18 @@ fn base() -> &'static Model {
 }
 
 const INT_KEYS: [&str; 9] = [
-    "qwen3.embedding_length",
-    "qwen3.vocab_size",
-    "qwen3.block_count",
-    "qwen3.feed_forward_length",
-    "qwen3.attention.head_count",
-    "qwen3.attention.head_count_kv",
-    "qwen3.attention.key_length",
-    "qwen3.attention.value_length",
-    "qwen3.context_length",
+    keys::EMBEDDING_LENGTH,
+    keys::VOCAB_SIZE,
+    keys::BLOCK_COUNT,
+    keys::FEED_FORWARD_LENGTH,
+    keys::HEAD_COUNT,
+    keys::HEAD_COUNT_KV,
+    keys::KEY_LENGTH,
+    keys::VALUE_LENGTH,
+    keys::CONTEXT_LENGTH,
 ];
-const FLOAT_KEYS: [&str; 2] = [
-    "qwen3.rope.freq_base",
-    "qwen3.attention.layer_norm_rms_epsilon",
-];
-const ARCH: &str = "general.architecture";
+const FLOAT_KEYS: [&str; 2] = [keys::ROPE_FREQ_BASE, keys::RMS_EPSILON];
+const ARCH: &str = keys::ARCHITECTURE;
 const TOKENS: &str = "tokenizer.ggml.tokens";
 
 /// A token list of `n` entries.
@@ -352,49 +350,39 @@ impl Model {
     fn rebuild(&mut self, s: &Shape, seed: u8) {
         self.tensors.clear();
         self.set(TOKENS, tokens(s.vocab));
-        let (h, q, kv) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let cfg = Qwen3Config {
+            vocab: s.vocab as usize,
+            hidden: s.hidden as usize,
+            layers: s.layers as usize,
+            ffn: s.ffn as usize,
+            heads: s.heads as usize,
+            kv_heads: s.kv_heads as usize,
+            head_dim: s.head_dim as usize,
+            rope_base: 1e6,
+            rms_eps: 1e-6,
+            context: 64,
+        };
         for (k, v) in [
-            ("qwen3.embedding_length", h),
-            ("qwen3.block_count", s.layers),
-            ("qwen3.feed_forward_length", s.ffn),
-            ("qwen3.attention.head_count", s.heads),
-            ("qwen3.attention.head_count_kv", s.kv_heads),
-            ("qwen3.attention.key_length", s.head_dim),
-            ("qwen3.attention.value_length", s.head_dim),
+            (keys::EMBEDDING_LENGTH, cfg.hidden),
+            (keys::BLOCK_COUNT, cfg.layers),
+            (keys::FEED_FORWARD_LENGTH, cfg.ffn),
+            (keys::HEAD_COUNT, cfg.heads),
+            (keys::HEAD_COUNT_KV, cfg.kv_heads),
+            (keys::KEY_LENGTH, cfg.head_dim),
+            (keys::VALUE_LENGTH, cfg.head_dim),
         ] {
             self.set(k, Value::U32(v as u32));
         }
         let mut n = seed;
-        let mut next = || {
+        for t in cfg.tensors(s.output.is_none()) {
+            let ty = match (t.role, t.shape) {
+                (Role::Embedding, _) => s.embd,
+                (Role::LmHead, _) => s.output.unwrap_or(s.embd),
+                (_, LayoutShape::Vector(_)) => s.norm,
+                _ => GgmlType::Q8_0,
+            };
             n = n.wrapping_add(1);
-            n
-        };
-        self.put_tensor("token_embd.weight", s.embd, &[h, s.vocab], next());
-        for i in 0..s.layers {
-            let name = |t: &str| format!("blk.{i}.{t}.weight");
-            for (t, dims) in [
-                ("attn_norm", vec![h]),
-                ("attn_q_norm", vec![s.head_dim]),
-                ("attn_k_norm", vec![s.head_dim]),
-                ("ffn_norm", vec![h]),
-            ] {
-                self.put_tensor(&name(t), s.norm, &dims, next());
-            }
-            for (t, rows, cols) in [
-                ("attn_q", q, h),
-                ("attn_k", kv, h),
-                ("attn_v", kv, h),
-                ("attn_output", h, q),
-                ("ffn_gate", s.ffn, h),
-                ("ffn_up", s.ffn, h),
-                ("ffn_down", h, s.ffn),
-            ] {
-                self.put_tensor(&name(t), GgmlType::Q8_0, &[cols, rows], next());
-            }
-        }
-        self.put_tensor("output_norm.weight", s.norm, &[h], next());
-        if let Some(ty) = s.output {
-            self.put_tensor("output.weight", ty, &[h, s.vocab], next());
+            self.put_tensor(&t.name, ty, &t.shape.gguf_dims(), n);
         }
     }
 

@@ -41,6 +41,7 @@ use crate::quant::QuantError;
 
 pub use file::{cached_model, default_cache_dir, model_file_name, write_model_file};
 pub use model::{model_bytes, write_model};
+pub use rng::SplitMix64;
 pub use vocab::{vocab, Vocab};
 
 /// Version of the generated file's contents, part of cached file names: it

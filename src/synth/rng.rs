@@ -17,14 +17,47 @@
 //!   at a time in vector registers, which makes generating a 600-million
 //!   weight model a matter of seconds.
 
-/// splitmix64's step: a bijective mix of a 64-bit counter, used to seed
-/// xoshiro and to combine stream keys.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// SplitMix64: a tiny, fast generator whose outputs are fully specified
+/// (the same on every platform), for deterministic test and benchmark data,
+/// the sampler's draws, and seeding [`Rng`]. Its step is a bijection of a
+/// 64-bit counter, so nearby seeds give unrelated outputs. Not for
+/// cryptography.
+///
+/// ```
+/// use inferno_cpu::synth::SplitMix64;
+/// let mut g = SplitMix64::new(7);
+/// let (a, b) = (g.next_u64(), g.next_u64());
+/// assert_ne!(a, b);
+/// assert_eq!(SplitMix64::new(7).next_u64(), a);
+/// assert!((-1.0..1.0).contains(&g.next_signed_f32()));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// The generator whose first output mixes `seed + 0x9E37_79B9_7F4A_7C15`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`, from the top 53 bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `[-1, 1)`, from the top 24 bits (exact in `f32`).
+    pub fn next_signed_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
 }
 
 /// xoshiro256**: fast, small state, good statistical quality; its outputs
@@ -38,14 +71,12 @@ impl Rng {
     /// The stream for `(seed, stream, row)`: each key is folded in through
     /// splitmix64, so nearby keys give unrelated streams.
     pub(crate) fn new(seed: u64, stream: u64, row: u64) -> Self {
-        let mut k = seed;
-        let a = splitmix64(&mut k);
-        let mut k = a ^ stream;
-        let b = splitmix64(&mut k);
-        let mut k = b ^ row;
+        let a = SplitMix64::new(seed).next_u64();
+        let b = SplitMix64::new(a ^ stream).next_u64();
+        let mut k = SplitMix64::new(b ^ row);
         let mut s = [0u64; 4];
         for x in &mut s {
-            *x = splitmix64(&mut k);
+            *x = k.next_u64();
         }
         // splitmix64 is a bijection of its counter, so four consecutive
         // outputs are never all zero (the one state xoshiro cannot leave);

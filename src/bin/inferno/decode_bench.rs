@@ -18,29 +18,26 @@ use std::time::{Duration, Instant};
 
 use inferno_cpu::backend::BackendKind;
 use inferno_cpu::matvec::{matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_rayon, Q8Matrix};
+use inferno_cpu::model::layout::{Role, Shape};
+use inferno_cpu::model::Qwen3Config;
 use inferno_cpu::quant::{QuantizedVector, QK8_0};
+use inferno_cpu::synth::{SplitMix64, SynthConfig};
 use inferno_cpu::{BlockQ8_0, ThreadPool};
 
-/// Qwen3-0.6B: hidden size, query width (16 heads x 128), key/value width
-/// (8 heads x 128), feed-forward width, layers, vocabulary.
-const HIDDEN: usize = 1024;
-const Q_WIDTH: usize = 2048;
-const KV_WIDTH: usize = 1024;
-const FFN: usize = 3072;
-const LAYERS: usize = 28;
-const VOCAB: usize = 151_936;
+/// Qwen3-0.6B's shapes, from the crate's layout table.
+fn config() -> Qwen3Config {
+    SynthConfig::qwen3_0_6b().model
+}
 
-/// `(rows, cols)` of a layer's seven matrices, in the order decode runs
-/// them: q, k, v (sharing one input), o, gate, up (sharing one), down.
-const LAYER_SHAPES: [(usize, usize); 7] = [
-    (Q_WIDTH, HIDDEN),
-    (KV_WIDTH, HIDDEN),
-    (KV_WIDTH, HIDDEN),
-    (HIDDEN, Q_WIDTH),
-    (FFN, HIDDEN),
-    (FFN, HIDDEN),
-    (HIDDEN, FFN),
-];
+/// `(rows, cols)` of a layer's seven matrices ([`Role::PROJECTIONS`]), in
+/// the order decode runs them: q, k, v (sharing one input), o, gate, up
+/// (sharing one), down.
+fn layer_shapes(c: &Qwen3Config) -> [(usize, usize); 7] {
+    Role::PROJECTIONS.map(|r| match c.shape_of(r).0 {
+        Shape::Matrix { rows, cols } => (rows, cols),
+        Shape::Vector(n) => (n, 1),
+    })
+}
 
 /// One matvec backend: `out = W x`.
 type Matvec<'a> =
@@ -48,7 +45,11 @@ type Matvec<'a> =
 
 /// Synthetic weights of every matrix of the model, deterministic.
 struct Weights {
-    /// Per layer, the seven matrices of [`LAYER_SHAPES`].
+    /// The model's shapes.
+    cfg: Qwen3Config,
+    /// [`layer_shapes`] of `cfg`.
+    shapes: [(usize, usize); 7],
+    /// Per layer, the seven matrices of `shapes`.
     layers: Vec<Vec<Vec<BlockQ8_0>>>,
     lm_head: Vec<BlockQ8_0>,
 }
@@ -60,50 +61,44 @@ impl Weights {
     }
 }
 
-/// A fast deterministic generator (SplitMix64) for synthetic weights.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-fn random_blocks(rng: &mut SplitMix, rows: usize, cols: usize) -> Vec<BlockQ8_0> {
+fn random_blocks(rng: &mut SplitMix64, rows: usize, cols: usize) -> Vec<BlockQ8_0> {
     let n = rows * cols / QK8_0;
     let mut blocks = Vec::with_capacity(n);
     for _ in 0..n {
         let mut qs = [0i8; QK8_0];
         for chunk in qs.chunks_exact_mut(8) {
-            let bits = rng.next().to_le_bytes();
+            let bits = rng.next_u64().to_le_bytes();
             for (q, b) in chunk.iter_mut().zip(bits) {
                 // Weights in -127..=127, as a quantizer produces.
                 *q = (b as i8).max(-127);
             }
         }
         // Scales around 1/127: typical magnitudes of trained weights.
-        let d = half::f16::from_f32(0.004 + (rng.next() % 1000) as f32 * 1e-6);
+        let d = half::f16::from_f32(0.004 + (rng.next_u64() % 1000) as f32 * 1e-6);
         blocks.push(BlockQ8_0::new(d, qs));
     }
     blocks
 }
 
 fn synthesize() -> Weights {
-    let mut rng = SplitMix(0x1F3A_5EED);
-    let layers = (0..LAYERS)
+    let mut rng = SplitMix64::new(0x1F3A_5EED);
+    let cfg = config();
+    let shapes = layer_shapes(&cfg);
+    let layers = (0..cfg.layers)
         .map(|_| {
-            LAYER_SHAPES
+            shapes
                 .iter()
                 .map(|&(r, c)| random_blocks(&mut rng, r, c))
                 .collect()
         })
         .collect();
-    let lm_head = random_blocks(&mut rng, VOCAB, HIDDEN);
-    Weights { layers, lm_head }
+    let lm_head = random_blocks(&mut rng, cfg.vocab, cfg.hidden);
+    Weights {
+        cfg,
+        shapes,
+        layers,
+        lm_head,
+    }
 }
 
 /// Buffers reused across tokens: one quantized input per distinct width,
@@ -118,16 +113,17 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new() -> Self {
-        let input: Vec<f32> = (0..FFN)
+    fn new(w: &Weights) -> Self {
+        let widest = w.cfg.ffn.max(w.cfg.hidden).max(w.cfg.q_dim());
+        let input: Vec<f32> = (0..widest)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
             .collect();
         Self {
             x_hidden: QuantizedVector::new(),
             x_q: QuantizedVector::new(),
             x_ffn: QuantizedVector::new(),
-            out: LAYER_SHAPES.iter().map(|&(r, _)| vec![0.0; r]).collect(),
-            logits: vec![0.0; VOCAB],
+            out: w.shapes.iter().map(|&(r, _)| vec![0.0; r]).collect(),
+            logits: vec![0.0; w.cfg.vocab],
             input,
         }
     }
@@ -147,22 +143,23 @@ fn token(
         logits,
         input,
     } = scratch;
+    let c = &weights.cfg;
     for layer in &weights.layers {
-        for (i, (&(rows, cols), blocks)) in LAYER_SHAPES.iter().zip(layer).enumerate() {
+        for (i, (&(rows, cols), blocks)) in weights.shapes.iter().zip(layer).enumerate() {
             // Quantize each distinct input once: q/k/v share one, gate/up
             // share one, as in a real forward pass.
             let x = match i {
                 0 | 4 => {
-                    x_hidden.quantize_from(&input[..HIDDEN])?;
+                    x_hidden.quantize_from(&input[..c.hidden])?;
                     &*x_hidden
                 }
                 1 | 2 | 5 => &*x_hidden,
                 3 => {
-                    x_q.quantize_from(&input[..Q_WIDTH])?;
+                    x_q.quantize_from(&input[..c.q_dim()])?;
                     &*x_q
                 }
                 _ => {
-                    x_ffn.quantize_from(&input[..FFN])?;
+                    x_ffn.quantize_from(&input[..c.ffn])?;
                     &*x_ffn
                 }
             };
@@ -170,8 +167,8 @@ fn token(
             matvec(&w, x, &mut out[i])?;
         }
     }
-    x_hidden.quantize_from(&input[..HIDDEN])?;
-    let w = Q8Matrix::new(&weights.lm_head, VOCAB, HIDDEN)?;
+    x_hidden.quantize_from(&input[..c.hidden])?;
+    let w = Q8Matrix::new(&weights.lm_head, c.vocab, c.hidden)?;
     matvec(&w, x_hidden, logits)?;
     Ok(())
 }
@@ -182,7 +179,7 @@ fn time_tokens(
     tokens: usize,
     matvec: &Matvec<'_>,
 ) -> Result<Duration, Box<dyn Error>> {
-    let mut scratch = Scratch::new();
+    let mut scratch = Scratch::new(weights);
     token(weights, &mut scratch, matvec)?;
     let mut times = Vec::with_capacity(tokens);
     for _ in 0..tokens {
@@ -196,8 +193,8 @@ fn time_tokens(
 
 /// Checks that every backend produced the single-core logits bit for bit.
 fn check_identical(weights: &Weights, pool: &ThreadPool) -> Result<bool, Box<dyn Error>> {
-    let mut a = Scratch::new();
-    let mut b = Scratch::new();
+    let mut a = Scratch::new(weights);
+    let mut b = Scratch::new(weights);
     token(weights, &mut a, &|w, x, o| Ok(matvec_q8_0(w, x, o)?))?;
     token(weights, &mut b, &|w, x, o| {
         Ok(matvec_q8_0_pool(pool, w, x, o)?)
@@ -218,7 +215,7 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
     println!(
         "decode matvecs: {} Q8_0 matrix-vector products per token ({:.0} MB of weights), \
          median of {tokens} tokens",
-        LAYERS * LAYER_SHAPES.len() + 1,
+        weights.cfg.layers * weights.shapes.len() + 1,
         gb * 1e3
     );
     println!();
