@@ -62,11 +62,38 @@
 pub(crate) mod activation;
 pub(crate) mod block;
 pub mod dot;
+pub(crate) mod kcommon;
+pub(crate) mod q4_0;
+pub(crate) mod q4_k;
+pub(crate) mod q5_k;
+pub(crate) mod q6_k;
+pub(crate) mod q8_k;
 pub(crate) mod quantize;
 
 pub use activation::{QuantizedBatch, QuantizedVector};
 pub use block::{BlockQ8_0, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
+pub use kcommon::QK_K;
+pub use q4_0::{
+    dequantize_row_q4_0, dequantize_row_q4_0_into, dot_q4_0_act, dot_q4_0_q8_0,
+    quantize_block_q4_0, quantize_row_q4_0, quantize_row_q4_0_into, BlockQ4_0, QK4_0,
+};
+pub use q4_k::{
+    dequantize_row_q4_k, dequantize_row_q4_k_into, dot_q4_k_q8_k, quantize_block_q4_k,
+    quantize_row_q4_k, quantize_row_q4_k_into, BlockQ4K,
+};
+pub use q5_k::{
+    dequantize_row_q5_k, dequantize_row_q5_k_into, dot_q5_k_q8_k, quantize_block_q5_k,
+    quantize_row_q5_k, quantize_row_q5_k_into, BlockQ5K,
+};
+pub use q6_k::{
+    dequantize_row_q6_k, dequantize_row_q6_k_into, dot_q6_k_q8_k, quantize_block_q6_k,
+    quantize_row_q6_k, quantize_row_q6_k_into, BlockQ6K,
+};
+pub use q8_k::{
+    dequantize_row_q8_k, dequantize_row_q8_k_into, quantize_block_q8_k, quantize_row_q8_k,
+    quantize_row_q8_k_into, BlockQ8K,
+};
 pub use quantize::{
     dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_block_q8_0, quantize_block_q8_0_even,
     quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_0_into, QuantError,
