@@ -300,6 +300,12 @@ pub(crate) fn lane_sums_by_32(levels: &[u8; QK_K], scales: &[u8; 12], x: &[i8; Q
 /// of blocks.
 pub fn dot_q4_k_q8_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> Result<f32, QuantError> {
     check_blocks(w.len(), x.len())?;
+    Ok(dot_q4_k_blocks(w, x))
+}
+
+/// The scalar kernel of [`dot_q4_k_q8_k`], blocks paired in order (the
+/// caller checks the counts; extra blocks on either side are ignored).
+pub(crate) fn dot_q4_k_blocks(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
@@ -315,7 +321,7 @@ pub fn dot_q4_k_q8_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> Result<f32, QuantError> 
     for s in sums {
         sumf += s;
     }
-    Ok(sumf)
+    sumf
 }
 
 #[cfg(test)]

@@ -218,6 +218,12 @@ pub(crate) fn lane_sums_q6(levels: &[i8; QK_K], scales: &[i8; 16], x: &[i8; QK_K
 /// of blocks.
 pub fn dot_q6_k_q8_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> Result<f32, QuantError> {
     check_blocks(w.len(), x.len())?;
+    Ok(dot_q6_k_blocks(w, x))
+}
+
+/// The scalar kernel of [`dot_q6_k_q8_k`], blocks paired in order (the
+/// caller checks the counts; extra blocks on either side are ignored).
+pub(crate) fn dot_q6_k_blocks(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     for (wb, xb) in w.iter().zip(x) {
         let aux32 = lane_sums_q6(&wb.levels(), &wb.scales, &xb.qs);
@@ -230,7 +236,7 @@ pub fn dot_q6_k_q8_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> Result<f32, QuantError> 
     for s in sums {
         sumf += s;
     }
-    Ok(sumf)
+    sumf
 }
 
 #[cfg(test)]
