@@ -421,7 +421,8 @@ fn avx2_f32_dot_matches_scalar() {
 }
 
 /// Q4_K or Q6_K weight rows (any level and scale bytes, finite f16
-/// super-scales) with Q8_K activations of as many blocks.
+/// super-scales) with Q8_K activations of as many blocks: quantized ones,
+/// or a quarter of the time any bytes with a finite scale.
 fn k_operands<B: Pod + std::fmt::Debug>(
     size: usize,
     set_scales: fn(&mut B, [u8; 2], [u8; 2]),
@@ -437,8 +438,15 @@ fn k_operands<B: Pod + std::fmt::Debug>(
                 nb,
             ),
             prop::collection::vec(-100.0f32..100.0, nb * QK_K),
+            // Sometimes raw activation bytes instead: -128 values and sums
+            // that do not match the values, which the kernels must treat
+            // alike.
+            prop::option::weighted(
+                0.25,
+                (prop::collection::vec(any::<u8>(), nb * 292), -20.0f32..20.0),
+            ),
         )
-            .prop_map(move |(raw, xf)| {
+            .prop_map(move |(raw, xf, hostile)| {
                 let w = raw
                     .into_iter()
                     .map(|(b, d, dmin)| {
@@ -447,15 +455,28 @@ fn k_operands<B: Pod + std::fmt::Debug>(
                         blk
                     })
                     .collect();
-                (w, quantize_row_q8_k(&xf).unwrap())
+                let x = match hostile {
+                    None => quantize_row_q8_k(&xf).unwrap(),
+                    Some((bytes, e)) => bytes
+                        .chunks_exact(292)
+                        .map(|c| {
+                            let mut b: BlockQ8K = bytemuck::pod_read_unaligned(c);
+                            b.d = 2f32.powf(e);
+                            b
+                        })
+                        .collect(),
+                };
+                (w, x)
             })
     })
 }
 
 /// Bound on `|kernel - exact|` for a K-quant dot: `(nb + 16) * 2^-24 * M`,
-/// `M = sum_i (|scale part of w_i| + |min part of w_i|) * |x_i|`, exact
-/// in f64 (see tests/prop_kquant.rs for the derivation); two kernels
-/// differ by at most twice that.
+/// with `M` the sum of the magnitudes of the terms the kernels add up
+/// before any cancellation (`terms`: the scale part of each weight times
+/// its activation, and for Q4_K each min times its sum of 16
+/// activations), exact in f64; see tests/prop_kquant.rs for the
+/// derivation. Two kernels differ by at most twice that.
 fn k_error_bound(nb: usize, terms: impl Iterator<Item = f64>) -> f64 {
     (nb as f64 + 16.0) * f64::powi(2.0, -24) * terms.sum::<f64>() * 1.01
 }
@@ -474,15 +495,22 @@ fn avx2_q4_k_dot_matches_scalar() {
                     Kernel::Scalar.dot_q4_k_q8_k(&w, &x).unwrap().to_bits(),
                     scalar.to_bits()
                 );
+                // The scale parts per value, the min parts per sum of 16
+                // (what both kernels multiply: the sums, not the values).
                 let terms = w.iter().zip(&x).flat_map(|(wb, xb)| {
                     let levels = wb.levels();
-                    (0..QK_K).map(move |i| {
-                        let (sc, m) = wb.scale_min(i / 32);
-                        let wt = (f64::from(wb.d_f32()) * f64::from(sc) * f64::from(levels[i]))
+                    let dx = f64::from(xb.d).abs();
+                    let scale_part = (0..QK_K).map(move |i| {
+                        let sc = wb.scale_min(i / 32).0;
+                        let wt = f64::from(wb.d_f32()) * f64::from(sc) * f64::from(levels[i]);
+                        (wt * dx * f64::from(xb.qs[i])).abs()
+                    });
+                    let min_part = (0..QK_K / 16).map(move |j| {
+                        let m = wb.scale_min(j / 2).1;
+                        (f64::from(wb.dmin_f32()) * f64::from(m) * dx * f64::from(xb.bsums[j]))
                             .abs()
-                            + (f64::from(wb.dmin_f32()) * f64::from(m)).abs();
-                        wt * (f64::from(xb.d) * f64::from(xb.qs[i])).abs()
-                    })
+                    });
+                    scale_part.chain(min_part)
                 });
                 let bound = 2.0 * k_error_bound(w.len(), terms);
                 let diff = (f64::from(simd) - f64::from(scalar)).abs();
