@@ -164,7 +164,8 @@ fn dot_with<'a>(w: &[BlockQ4_0], x: impl Iterator<Item = (f32, &'a [i8; 32])>) -
 }
 
 /// Dot product of a Q4_0 weight row with a row of Q8_0 blocks, as GGML's
-/// scalar `ggml_vec_dot_q4_0_q8_0`.
+/// scalar `ggml_vec_dot_q4_0_q8_0` reads (GGML's FMA-capable builds fuse
+/// the last multiply with the running sum; this kernel rounds it first).
 ///
 /// # Errors
 ///

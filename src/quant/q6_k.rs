@@ -210,7 +210,9 @@ pub(crate) fn lane_sums_q6(levels: &[i8; QK_K], scales: &[i8; 16], x: &[i8; QK_K
 /// Dot product of a Q6_K weight row with Q8_K activations, as GGML's
 /// scalar `ggml_vec_dot_q6_K_q8_K_generic`: per block the integer lane
 /// sums and `sums[l] += (d * d_x) * aux32[l]` in eight f32 lanes, added
-/// together in lane order at the end.
+/// together in lane order at the end. (As for
+/// [`dot_q4_k_q8_k`](super::dot_q4_k_q8_k), GGML's FMA-capable builds fuse
+/// the lane update; this kernel rounds the product first.)
 ///
 /// # Errors
 ///
