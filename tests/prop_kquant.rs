@@ -369,3 +369,23 @@ fn dot_and_dequantize_lengths_are_checked() {
         })
     );
 }
+
+#[test]
+fn block_layouts_match_the_gguf_type_table() {
+    use inferno_cpu::gguf::GgmlType;
+    let cases = [
+        (
+            GgmlType::Q4_0,
+            size_of::<BlockQ4_0>(),
+            inferno_cpu::quant::QK4_0,
+        ),
+        (GgmlType::Q4_K, size_of::<BlockQ4K>(), QK_K),
+        (GgmlType::Q5_K, size_of::<BlockQ5K>(), QK_K),
+        (GgmlType::Q6_K, size_of::<BlockQ6K>(), QK_K),
+        (GgmlType::Q8_K, size_of::<BlockQ8K>(), QK_K),
+    ];
+    for (t, size, block) in cases {
+        assert_eq!(t.type_size(), size as u64, "{t:?}");
+        assert_eq!(t.block_size(), block as u64, "{t:?}");
+    }
+}
