@@ -19,9 +19,9 @@ use half::f16;
 use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
 use inferno_cpu::quant::dot::{f32_error_bound, q8_0_error_bound};
 use inferno_cpu::quant::{
-    dequantize_row_q8_0, dequantize_row_q8_0_into, dot_q4_k_q8_k, dot_q6_k_q8_k, quantize_row_q8_0,
-    quantize_row_q8_0_even, quantize_row_q8_k, BlockQ4K, BlockQ6K, BlockQ8K, BlockQ8_0, Kernel,
-    KernelError, QuantError, QuantizedVector, QK8_0, QK_K,
+    dequantize_row_q8_0, dequantize_row_q8_0_into, dot_q4_k_q8_k, dot_q5_k_q8_k, dot_q6_k_q8_k,
+    quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_k, BlockQ4K, BlockQ5K, BlockQ6K,
+    BlockQ8K, BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0, QK_K,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
@@ -481,44 +481,69 @@ fn k_error_bound(nb: usize, terms: impl Iterator<Item = f64>) -> f64 {
     (nb as f64 + 16.0) * f64::powi(2.0, -24) * terms.sum::<f64>() * 1.01
 }
 
-fn avx2_q4_k_dot_matches_scalar() {
-    on_kernel(Kernel::Avx2, "avx2_q4_k_dot_matches_scalar", |runner| {
-        let ops = k_operands::<BlockQ4K>(144, |b, d, dmin| {
-            b.d = d;
-            b.dmin = dmin;
+/// An AVX2-against-scalar test for a format with 6-bit scales and mins
+/// (Q4_K, Q5_K: the same accessors, different levels).
+macro_rules! k4_dot_matches_scalar {
+    ($test:literal, $block:ty, $size:expr, $kernel_dot:ident, $scalar_dot:ident) => {{
+        on_kernel(Kernel::Avx2, $test, |runner| {
+            let ops = k_operands::<$block>($size, |b, d, dmin| {
+                b.d = d;
+                b.dmin = dmin;
+            });
+            runner
+                .run(&ops, |(w, x)| {
+                    let simd = Kernel::Avx2.$kernel_dot(&w, &x).unwrap();
+                    let scalar = $scalar_dot(&w, &x).unwrap();
+                    prop_assert_eq!(
+                        Kernel::Scalar.$kernel_dot(&w, &x).unwrap().to_bits(),
+                        scalar.to_bits()
+                    );
+                    // The scale parts per value, the min parts per sum of
+                    // 16 (what both kernels multiply: the sums, not the
+                    // values).
+                    let terms = w.iter().zip(&x).flat_map(|(wb, xb)| {
+                        let levels = wb.levels();
+                        let dx = f64::from(xb.d).abs();
+                        let scale_part = (0..QK_K).map(move |i| {
+                            let sc = wb.scale_min(i / 32).0;
+                            let wt = f64::from(wb.d_f32()) * f64::from(sc) * f64::from(levels[i]);
+                            (wt * dx * f64::from(xb.qs[i])).abs()
+                        });
+                        let min_part = (0..QK_K / 16).map(move |j| {
+                            let m = wb.scale_min(j / 2).1;
+                            (f64::from(wb.dmin_f32()) * f64::from(m) * dx * f64::from(xb.bsums[j]))
+                                .abs()
+                        });
+                        scale_part.chain(min_part)
+                    });
+                    let bound = 2.0 * k_error_bound(w.len(), terms);
+                    let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                    prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                    Ok(())
+                })
+                .unwrap();
         });
-        runner
-            .run(&ops, |(w, x)| {
-                let simd = Kernel::Avx2.dot_q4_k_q8_k(&w, &x).unwrap();
-                let scalar = dot_q4_k_q8_k(&w, &x).unwrap();
-                prop_assert_eq!(
-                    Kernel::Scalar.dot_q4_k_q8_k(&w, &x).unwrap().to_bits(),
-                    scalar.to_bits()
-                );
-                // The scale parts per value, the min parts per sum of 16
-                // (what both kernels multiply: the sums, not the values).
-                let terms = w.iter().zip(&x).flat_map(|(wb, xb)| {
-                    let levels = wb.levels();
-                    let dx = f64::from(xb.d).abs();
-                    let scale_part = (0..QK_K).map(move |i| {
-                        let sc = wb.scale_min(i / 32).0;
-                        let wt = f64::from(wb.d_f32()) * f64::from(sc) * f64::from(levels[i]);
-                        (wt * dx * f64::from(xb.qs[i])).abs()
-                    });
-                    let min_part = (0..QK_K / 16).map(move |j| {
-                        let m = wb.scale_min(j / 2).1;
-                        (f64::from(wb.dmin_f32()) * f64::from(m) * dx * f64::from(xb.bsums[j]))
-                            .abs()
-                    });
-                    scale_part.chain(min_part)
-                });
-                let bound = 2.0 * k_error_bound(w.len(), terms);
-                let diff = (f64::from(simd) - f64::from(scalar)).abs();
-                prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
-                Ok(())
-            })
-            .unwrap();
-    });
+    }};
+}
+
+fn avx2_q4_k_dot_matches_scalar() {
+    k4_dot_matches_scalar!(
+        "avx2_q4_k_dot_matches_scalar",
+        BlockQ4K,
+        144,
+        dot_q4_k_q8_k,
+        dot_q4_k_q8_k
+    );
+}
+
+fn avx2_q5_k_dot_matches_scalar() {
+    k4_dot_matches_scalar!(
+        "avx2_q5_k_dot_matches_scalar",
+        BlockQ5K,
+        176,
+        dot_q5_k_q8_k,
+        dot_q5_k_q8_k
+    );
 }
 
 fn avx2_q6_k_dot_matches_scalar() {
@@ -679,6 +704,7 @@ fn all_trials() -> Vec<Trial> {
         avx2_matvec_matches_dot on Avx2,
         avx2_f32_dot_matches_scalar on Avx2,
         avx2_q4_k_dot_matches_scalar on Avx2,
+        avx2_q5_k_dot_matches_scalar on Avx2,
         avx2_q6_k_dot_matches_scalar on Avx2,
         avx512vnni_dot_matches_scalar on Avx512Vnni,
         avx512vnni_matvec_matches_dot on Avx512Vnni,

@@ -199,6 +199,12 @@ pub fn dequantize_row_q5_k(blocks: &[BlockQ5K]) -> Vec<f32> {
 /// of blocks.
 pub fn dot_q5_k_q8_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> Result<f32, QuantError> {
     check_blocks(w.len(), x.len())?;
+    Ok(dot_q5_k_blocks(w, x))
+}
+
+/// The scalar kernel of [`dot_q5_k_q8_k`], blocks paired in order (the
+/// caller checks the counts; extra blocks on either side are ignored).
+pub(crate) fn dot_q5_k_blocks(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
@@ -214,7 +220,7 @@ pub fn dot_q5_k_q8_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> Result<f32, QuantError> 
     for s in sums {
         sumf += s;
     }
-    Ok(sumf)
+    sumf
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod x86 {
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::q4_k::BlockQ4K;
+    use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
     use crate::quant::q8_k::BlockQ8K;
 
@@ -85,6 +86,13 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_q4_k_dot_matches_scalar
             unsafe { avx2::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_q5_k_dot_matches_scalar
+            unsafe { avx2::dot_q5_k(w, x) }
         }
 
         #[inline]

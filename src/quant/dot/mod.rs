@@ -55,6 +55,7 @@ use thiserror::Error;
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::q4_k::BlockQ4K;
+use super::q5_k::BlockQ5K;
 use super::q6_k::BlockQ6K;
 use super::q8_k::BlockQ8K;
 use super::quantize::QuantError;
@@ -191,6 +192,19 @@ impl Kernel {
         let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
         crate::quant::kcommon::check_blocks(w.len(), x.len())?;
         Ok(k.dot_q4_k(w, x))
+    }
+
+    /// Dot product of a Q5_K weight row with Q8_K activations, with this
+    /// kernel; as [`dot_q4_k_q8_k`](Self::dot_q4_k_q8_k) for Q5_K.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if the rows hold different numbers of blocks.
+    pub fn dot_q5_k_q8_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        crate::quant::kcommon::check_blocks(w.len(), x.len())?;
+        Ok(k.dot_q5_k(w, x))
     }
 
     /// Dot product of a Q6_K weight row with Q8_K activations, with this
@@ -453,6 +467,20 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().dot_q4_k(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks(w, x),
+        }
+    }
+
+    /// The Q5_K x Q8_K dot (block counts checked by the caller).
+    #[inline]
+    pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k(w, x),
+            _ => crate::quant::q5_k::dot_q5_k_blocks(w, x),
         }
     }
 

@@ -24,6 +24,7 @@ use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
 use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 
@@ -470,6 +471,64 @@ pub(crate) fn dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
             let bits: __m256i = bytemuck::cast(*q);
             let lo = _mm256_and_si256(bits, low4);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4);
+            let x_lo: __m256i = bytemuck::cast(q8[2 * k]);
+            let x_hi: __m256i = bytemuck::cast(q8[2 * k + 1]);
+            let p_lo =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_set1_epi16(sc[2 * k]));
+            let p_hi = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(hi, x_hi),
+                _mm256_set1_epi16(sc[2 * k + 1]),
+            );
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+        }
+        let d = wb.d_f32() * xb.d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        let dmin = wb.dmin_f32() * xb.d;
+        acc_min -= dmin * hsum_epi32(prod_min) as f32;
+    }
+    hsum(acc) + acc_min
+}
+
+/// Q5_K x Q8_K dot product (see `quant::dot_q5_k_q8_k` for the scalar
+/// reference): [`dot_q4_k`] with each sub-block's fifth bits added as 16
+/// (bit `2k` of `qh` for the low sub-block of chunk `k`, bit `2k + 1` for
+/// the high one) before the multiply; levels `0..=31` keep
+/// `vpmaddubsw`'s pairs within `2 * 31 * 128`, so still nothing saturates.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = 0.0f32;
+    let low4 = _mm256_set1_epi8(0x0f);
+    let one = _mm256_set1_epi8(1);
+    for (wb, xb) in w.iter().zip(x) {
+        let mut sc = [0i16; 8];
+        let mut mins = [0i16; 16];
+        for j in 0..8 {
+            let (s, m) = wb.scale_min(j);
+            sc[j] = i16::from(s);
+            mins[2 * j] = i16::from(m);
+            mins[2 * j + 1] = i16::from(m);
+        }
+        let bsums: __m256i = bytemuck::cast(xb.bsums);
+        let prod_min = _mm256_madd_epi16(bsums, bytemuck::cast::<[i16; 16], __m256i>(mins));
+        let hb: __m256i = bytemuck::cast(wb.qh);
+        // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves 16-bit
+        // lanes, but the mask keeps only bit `s` of each byte's own bits).
+        let fifth = |s: i32| {
+            let b = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(s)), one);
+            _mm256_slli_epi16::<4>(b)
+        };
+        let (qs, _) = wb.qs.as_chunks::<32>();
+        let (q8, _) = xb.qs.as_chunks::<32>();
+        let mut sumi = _mm256_setzero_si256();
+        for (k, q) in qs.iter().enumerate() {
+            let bits: __m256i = bytemuck::cast(*q);
+            let lo = _mm256_or_si256(_mm256_and_si256(bits, low4), fifth(2 * k as i32));
+            let hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4),
+                fifth(2 * k as i32 + 1),
+            );
             let x_lo: __m256i = bytemuck::cast(q8[2 * k]);
             let x_hi: __m256i = bytemuck::cast(q8[2 * k + 1]);
             let p_lo =
