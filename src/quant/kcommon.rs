@@ -1,4 +1,4 @@
-//! Pieces shared by the Q4_0 and K-quant formats: GGML's rounding helper,
+//! Pieces shared by the Q4_0 and K-quant formats: GGML's rounding function,
 //! the packed 6-bit scales of Q4_K and Q5_K, the two scale searches of
 //! GGML's reference quantizers, and the length checks.
 //!
