@@ -14,12 +14,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use bytemuck::Pod;
 use half::f16;
 use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
 use inferno_cpu::quant::dot::{f32_error_bound, q8_0_error_bound};
 use inferno_cpu::quant::{
-    dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_row_q8_0, quantize_row_q8_0_even,
-    BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0,
+    dequantize_row_q8_0, dequantize_row_q8_0_into, dot_q4_k_q8_k, dot_q5_k_q8_k, dot_q6_k_q8_k,
+    quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_k, BlockQ4K, BlockQ5K, BlockQ6K,
+    BlockQ8K, BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0, QK_K,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
@@ -418,6 +420,165 @@ fn avx2_f32_dot_matches_scalar() {
     f32_dot_matches_scalar(Kernel::Avx2, "avx2_f32_dot_matches_scalar");
 }
 
+/// Q4_K or Q6_K weight rows (any level and scale bytes, finite f16
+/// super-scales) with Q8_K activations of as many blocks: quantized ones,
+/// or a quarter of the time any bytes with a finite scale.
+fn k_operands<B: Pod + std::fmt::Debug>(
+    size: usize,
+    set_scales: fn(&mut B, [u8; 2], [u8; 2]),
+) -> impl Strategy<Value = (Vec<B>, Vec<BlockQ8K>)> {
+    (0usize..=6).prop_flat_map(move |nb| {
+        (
+            prop::collection::vec(
+                (
+                    prop::collection::vec(any::<u8>(), size),
+                    finite_scale(),
+                    finite_scale(),
+                ),
+                nb,
+            ),
+            prop::collection::vec(-100.0f32..100.0, nb * QK_K),
+            // Sometimes raw activation bytes instead: -128 values and sums
+            // that do not match the values, which the kernels must treat
+            // alike.
+            prop::option::weighted(
+                0.25,
+                (prop::collection::vec(any::<u8>(), nb * 292), -20.0f32..20.0),
+            ),
+        )
+            .prop_map(move |(raw, xf, hostile)| {
+                let w = raw
+                    .into_iter()
+                    .map(|(b, d, dmin)| {
+                        let mut blk: B = bytemuck::pod_read_unaligned(&b);
+                        set_scales(&mut blk, d, dmin);
+                        blk
+                    })
+                    .collect();
+                let x = match hostile {
+                    None => quantize_row_q8_k(&xf).unwrap(),
+                    Some((bytes, e)) => bytes
+                        .chunks_exact(292)
+                        .map(|c| {
+                            let mut b: BlockQ8K = bytemuck::pod_read_unaligned(c);
+                            b.d = 2f32.powf(e);
+                            b
+                        })
+                        .collect(),
+                };
+                (w, x)
+            })
+    })
+}
+
+/// Bound on `|kernel - exact|` for a K-quant dot: `(nb + 16) * 2^-24 * M`,
+/// with `M` the sum of the magnitudes of the terms the kernels add up
+/// before any cancellation (`terms`: the scale part of each weight times
+/// its activation, and for Q4_K each min times its sum of 16
+/// activations), exact in f64; see tests/prop_kquant.rs for the
+/// derivation. Two kernels differ by at most twice that.
+fn k_error_bound(nb: usize, terms: impl Iterator<Item = f64>) -> f64 {
+    (nb as f64 + 16.0) * f64::powi(2.0, -24) * terms.sum::<f64>() * 1.01
+}
+
+/// An AVX2-against-scalar test for a format with 6-bit scales and mins
+/// (Q4_K, Q5_K: the same accessors, different levels).
+macro_rules! k4_dot_matches_scalar {
+    ($test:literal, $block:ty, $size:expr, $kernel_dot:ident, $scalar_dot:ident) => {{
+        on_kernel(Kernel::Avx2, $test, |runner| {
+            let ops = k_operands::<$block>($size, |b, d, dmin| {
+                b.d = d;
+                b.dmin = dmin;
+            });
+            runner
+                .run(&ops, |(w, x)| {
+                    let simd = Kernel::Avx2.$kernel_dot(&w, &x).unwrap();
+                    let scalar = $scalar_dot(&w, &x).unwrap();
+                    prop_assert_eq!(
+                        Kernel::Scalar.$kernel_dot(&w, &x).unwrap().to_bits(),
+                        scalar.to_bits()
+                    );
+                    // The scale parts per value, the min parts per sum of
+                    // 16 (what both kernels multiply: the sums, not the
+                    // values).
+                    let terms = w.iter().zip(&x).flat_map(|(wb, xb)| {
+                        let levels = wb.levels();
+                        let dx = f64::from(xb.d).abs();
+                        let scale_part = (0..QK_K).map(move |i| {
+                            let sc = wb.scale_min(i / 32).0;
+                            let wt = f64::from(wb.d_f32()) * f64::from(sc) * f64::from(levels[i]);
+                            (wt * dx * f64::from(xb.qs[i])).abs()
+                        });
+                        let min_part = (0..QK_K / 16).map(move |j| {
+                            let m = wb.scale_min(j / 2).1;
+                            (f64::from(wb.dmin_f32()) * f64::from(m) * dx * f64::from(xb.bsums[j]))
+                                .abs()
+                        });
+                        scale_part.chain(min_part)
+                    });
+                    let bound = 2.0 * k_error_bound(w.len(), terms);
+                    let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                    prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                    Ok(())
+                })
+                .unwrap();
+        });
+    }};
+}
+
+fn avx2_q4_k_dot_matches_scalar() {
+    k4_dot_matches_scalar!(
+        "avx2_q4_k_dot_matches_scalar",
+        BlockQ4K,
+        144,
+        dot_q4_k_q8_k,
+        dot_q4_k_q8_k
+    );
+}
+
+fn avx2_q5_k_dot_matches_scalar() {
+    k4_dot_matches_scalar!(
+        "avx2_q5_k_dot_matches_scalar",
+        BlockQ5K,
+        176,
+        dot_q5_k_q8_k,
+        dot_q5_k_q8_k
+    );
+}
+
+fn avx2_q6_k_dot_matches_scalar() {
+    on_kernel(Kernel::Avx2, "avx2_q6_k_dot_matches_scalar", |runner| {
+        let ops = k_operands::<BlockQ6K>(210, |b, d, _| b.d = d);
+        runner
+            .run(&ops, |(w, x)| {
+                let simd = Kernel::Avx2.dot_q6_k_q8_k(&w, &x).unwrap();
+                let scalar = dot_q6_k_q8_k(&w, &x).unwrap();
+                prop_assert_eq!(
+                    Kernel::Scalar.dot_q6_k_q8_k(&w, &x).unwrap().to_bits(),
+                    scalar.to_bits()
+                );
+                let terms = w.iter().zip(&x).flat_map(|(wb, xb)| {
+                    let levels = wb.levels();
+                    (0..QK_K).map(move |i| {
+                        let wt = f64::from(wb.d_f32())
+                            * f64::from(wb.scales[i / 16])
+                            * f64::from(levels[i]);
+                        (wt * f64::from(xb.d) * f64::from(xb.qs[i])).abs()
+                    })
+                });
+                let bound = 2.0 * k_error_bound(w.len(), terms);
+                let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                // Mismatched block counts are errors, not panics.
+                let mut short = x.clone();
+                short.push(BlockQ8K::default());
+                prop_assert!(Kernel::Avx2.dot_q6_k_q8_k(&w, &short).is_err());
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
 fn avx512vnni_dot_matches_scalar() {
     dot_matches_scalar(Kernel::Avx512Vnni, "avx512vnni_dot_matches_scalar");
 }
@@ -542,6 +703,9 @@ fn all_trials() -> Vec<Trial> {
         avx2_dot_matches_scalar on Avx2,
         avx2_matvec_matches_dot on Avx2,
         avx2_f32_dot_matches_scalar on Avx2,
+        avx2_q4_k_dot_matches_scalar on Avx2,
+        avx2_q5_k_dot_matches_scalar on Avx2,
+        avx2_q6_k_dot_matches_scalar on Avx2,
         avx512vnni_dot_matches_scalar on Avx512Vnni,
         avx512vnni_matvec_matches_dot on Avx512Vnni,
         avx512vnni_equals_avx2_bit_for_bit on Avx512Vnni,

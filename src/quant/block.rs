@@ -62,7 +62,7 @@ impl BlockQ8_0 {
 /// except for infinities and NaNs (whose NaNs come out quiet, as the
 /// hardware conversions make them).
 #[inline(always)]
-fn f16_bits_to_f32(h: u16) -> f32 {
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
     let sign = u32::from(h & 0x8000) << 16;
     let exponent = (h >> 10) & 0x1f;
     let mantissa = u32::from(h & 0x3ff);

@@ -8,6 +8,26 @@
 //!   per matvec into reusable buffers.
 //! * [`Kernel`]: the scalar, AVX2, AVX-512 VNNI, AVX-VNNI and NEON dot
 //!   kernels, chosen once at run time.
+//! * [`BlockQ4_0`], [`BlockQ4K`], [`BlockQ5K`], [`BlockQ6K`]: the weight
+//!   formats of the Q4_0, Q4_K_M, Q5_K_M and Q6_K files, castable from file
+//!   bytes like [`BlockQ8_0`], with GGML's reference quantizers (the same
+//!   bytes as llama.cpp), bit-identical dequantization, and scalar dot
+//!   products; [`BlockQ8K`] is the activation format the K-quant dots take.
+//!
+//! # The K-quant formats
+//!
+//! A K-quant super-block covers [`QK_K`] = 256 weights in sub-blocks of 32
+//! (Q4_K, Q5_K) or 16 (Q6_K), each with its own small integer scale (and,
+//! for Q4_K and Q5_K, a min), under f16 super-scales: two levels of
+//! scaling keep the per-weight cost near 4.5, 5.5 and 6.6 bits. The dot
+//! products multiply the integer levels by [`BlockQ8K`] activations
+//! exactly in `i32` and apply the scales once per sub-block; the mins
+//! need no per-weight work, since `sum_i m * x_i` only needs the sums of
+//! the activations, which [`BlockQ8K`] carries per 16 values. The
+//! reference quantizers and dequantizers perform GGML's float operations
+//! in GGML's order (see `kcommon.rs`), so their results match llama.cpp's
+//! bit for bit; `tests/kquant_fixtures.rs` checks that against fixtures
+//! made with GGML itself.
 //!
 //! # Quantization
 //!
@@ -62,11 +82,38 @@
 pub(crate) mod activation;
 pub(crate) mod block;
 pub mod dot;
+pub(crate) mod kcommon;
+pub(crate) mod q4_0;
+pub(crate) mod q4_k;
+pub(crate) mod q5_k;
+pub(crate) mod q6_k;
+pub(crate) mod q8_k;
 pub(crate) mod quantize;
 
 pub use activation::{QuantizedBatch, QuantizedVector};
 pub use block::{BlockQ8_0, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
+pub use kcommon::QK_K;
+pub use q4_0::{
+    dequantize_row_q4_0, dequantize_row_q4_0_into, dot_q4_0_act, dot_q4_0_q8_0,
+    quantize_block_q4_0, quantize_row_q4_0, quantize_row_q4_0_into, BlockQ4_0, QK4_0,
+};
+pub use q4_k::{
+    dequantize_row_q4_k, dequantize_row_q4_k_into, dot_q4_k_q8_k, quantize_block_q4_k,
+    quantize_row_q4_k, quantize_row_q4_k_into, BlockQ4K,
+};
+pub use q5_k::{
+    dequantize_row_q5_k, dequantize_row_q5_k_into, dot_q5_k_q8_k, quantize_block_q5_k,
+    quantize_row_q5_k, quantize_row_q5_k_into, BlockQ5K,
+};
+pub use q6_k::{
+    dequantize_row_q6_k, dequantize_row_q6_k_into, dot_q6_k_q8_k, quantize_block_q6_k,
+    quantize_row_q6_k, quantize_row_q6_k_into, BlockQ6K,
+};
+pub use q8_k::{
+    dequantize_row_q8_k, dequantize_row_q8_k_into, quantize_block_q8_k, quantize_row_q8_k,
+    quantize_row_q8_k_into, BlockQ8K,
+};
 pub use quantize::{
     dequantize_row_q8_0, dequantize_row_q8_0_into, quantize_block_q8_0, quantize_block_q8_0_even,
     quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_0_into, QuantError,

@@ -23,6 +23,23 @@ pub enum QuantError {
         /// Number of elements given.
         got: usize,
     },
+    /// A row of a block format (Q4_0, the K-quants, Q8_K) holds whole
+    /// blocks; the variant names the block size, which differs by format.
+    #[error("row length {len} is not a multiple of the block size {block}")]
+    RowNotWholeBlocks {
+        /// The rejected length.
+        len: usize,
+        /// Values per block of the format.
+        block: usize,
+    },
+    /// The two operands of a dot product hold different numbers of blocks.
+    #[error("weights hold {weights} blocks, activations {activations}")]
+    BlockCountMismatch {
+        /// Blocks in the weight row.
+        weights: usize,
+        /// Blocks in the activation row.
+        activations: usize,
+    },
     /// A batch's values do not form whole rows of a nonzero length.
     #[error("{len} values do not form whole rows of {cols}")]
     BatchShape {

@@ -29,6 +29,10 @@ mod x86 {
     use crate::quant::activation::{ActBlock, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
+    use crate::quant::q4_k::BlockQ4K;
+    use crate::quant::q5_k::BlockQ5K;
+    use crate::quant::q6_k::BlockQ6K;
+    use crate::quant::q8_k::BlockQ8K;
 
     /// Proof that the CPU has AVX2, FMA and F16C.
     #[derive(Clone, Copy, Debug)]
@@ -75,6 +79,27 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_quantize_matches_scalar
             unsafe { avx2::quantize_act(x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_q4_k_dot_matches_scalar
+            unsafe { avx2::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_q5_k_dot_matches_scalar
+            unsafe { avx2::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_q6_k_dot_matches_scalar
+            unsafe { avx2::dot_q6_k(w, x) }
         }
 
         #[inline]

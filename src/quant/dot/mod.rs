@@ -54,6 +54,10 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
+use super::q4_k::BlockQ4K;
+use super::q5_k::BlockQ5K;
+use super::q6_k::BlockQ6K;
+use super::q8_k::BlockQ8K;
 use super::quantize::QuantError;
 use crate::matvec::{F32Matrix, Q8Matrix, ShapeError};
 #[cfg(target_arch = "x86_64")]
@@ -170,6 +174,50 @@ impl Kernel {
             .into());
         }
         Ok(k.dot_q8(w, x.act()))
+    }
+
+    /// Dot product of a Q4_K weight row with Q8_K activations, with this
+    /// kernel: the AVX2 code for the x86 kernels (`Avx512Vnni` and
+    /// `AvxVnni` use it too), the scalar
+    /// [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k) otherwise. The AVX2
+    /// code sums in another order, so its result is within the scalar
+    /// kernel's error bound of the exact value rather than equal to the
+    /// scalar bits.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if the rows hold different numbers of blocks.
+    pub fn dot_q4_k_q8_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        crate::quant::kcommon::check_blocks(w.len(), x.len())?;
+        Ok(k.dot_q4_k(w, x))
+    }
+
+    /// Dot product of a Q5_K weight row with Q8_K activations, with this
+    /// kernel; as [`dot_q4_k_q8_k`](Self::dot_q4_k_q8_k) for Q5_K.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if the rows hold different numbers of blocks.
+    pub fn dot_q5_k_q8_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        crate::quant::kcommon::check_blocks(w.len(), x.len())?;
+        Ok(k.dot_q5_k(w, x))
+    }
+
+    /// Dot product of a Q6_K weight row with Q8_K activations, with this
+    /// kernel; as [`dot_q4_k_q8_k`](Self::dot_q4_k_q8_k) for Q6_K.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if the rows hold different numbers of blocks.
+    pub fn dot_q6_k_q8_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        crate::quant::kcommon::check_blocks(w.len(), x.len())?;
+        Ok(k.dot_q6_k(w, x))
     }
 
     /// Dot product of two f32 slices, with this kernel (the f32 parts of
@@ -405,6 +453,48 @@ impl Dispatch {
             Dispatch::NeonDot(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
+        }
+    }
+
+    /// The Q4_K x Q8_K dot (block counts checked by the caller).
+    #[inline]
+    pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q4_k(w, x),
+            _ => crate::quant::q4_k::dot_q4_k_blocks(w, x),
+        }
+    }
+
+    /// The Q5_K x Q8_K dot (block counts checked by the caller).
+    #[inline]
+    pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k(w, x),
+            _ => crate::quant::q5_k::dot_q5_k_blocks(w, x),
+        }
+    }
+
+    /// The Q6_K x Q8_K dot (block counts checked by the caller).
+    #[inline]
+    pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q6_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q6_k(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q6_k(w, x),
+            _ => crate::quant::q6_k::dot_q6_k_blocks(w, x),
         }
     }
 
