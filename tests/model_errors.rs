@@ -545,14 +545,14 @@ fn unsupported_types_for_every_kind_of_weight() {
     };
     let cases: [(&str, GgmlType, &[u64]); 9] = [
         ("blk.0.attn_k.weight", GgmlType::F16, &[128, 64]),
-        ("blk.1.ffn_up.weight", GgmlType::Q4_0, &[128, 384]),
+        ("blk.1.ffn_up.weight", GgmlType::Q5_0, &[128, 384]),
         ("blk.1.attn_v.weight", GgmlType::BF16, &[128, 64]),
         ("blk.0.ffn_norm.weight", GgmlType::Q8_0, &[128]),
         ("blk.0.attn_k_norm.weight", GgmlType::I8, &[32]),
         ("output_norm.weight", GgmlType::Q4_0, &[128]),
-        ("token_embd.weight", GgmlType::Q4_0, &[128, 512]),
-        ("token_embd.weight", GgmlType::Q6_K, &[256, 256]),
-        ("output.weight", GgmlType::Q4_K, &[256, 256]),
+        ("token_embd.weight", GgmlType::Q5_1, &[128, 512]),
+        ("token_embd.weight", GgmlType::Q3_K, &[256, 256]),
+        ("output.weight", GgmlType::Q2_K, &[256, 256]),
     ];
     for (name, ty, dims) in cases {
         let e = Edit::tiny().tensor(name, ty, dims, sized(ty, dims));
@@ -574,9 +574,9 @@ fn unsupported_types_for_every_kind_of_weight() {
     }
     let e = Edit::tiny().tensor(
         "output.weight",
-        GgmlType::Q4_0,
+        GgmlType::Q5_0,
         &[128, 512],
-        sized(GgmlType::Q4_0, &[128, 512]),
+        sized(GgmlType::Q5_0, &[128, 512]),
     );
     match load(&e) {
         Err(err @ ModelError::TensorType { .. }) => {

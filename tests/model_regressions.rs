@@ -185,12 +185,23 @@ fn write_hostile_files() {
             small().set("qwen3.attention.layer_norm_rms_epsilon", Value::F64(-1e-6)),
         ),
         (
-            "hostile-q4_0-projection--blk.0.attn_q.weight",
+            "hostile-q5_0-projection--blk.0.attn_q.weight",
+            small().tensor(
+                "blk.0.attn_q.weight",
+                GgmlType::Q5_0,
+                &[32, 32],
+                vec![0u8; 22 * 32],
+            ),
+        ),
+        (
+            // Q4_0 weights run: all-0xFF blocks (NaN scales, every nibble
+            // 15) load and decode without a panic.
+            "hostile-q4_0-projection",
             small().tensor(
                 "blk.0.attn_q.weight",
                 GgmlType::Q4_0,
                 &[32, 32],
-                vec![0u8; 18 * 32],
+                vec![0xFFu8; 18 * 32],
             ),
         ),
         (

@@ -46,9 +46,10 @@ mod simd;
 
 use std::ops::Range;
 
-use crate::matvec::{check_stacked, stacked_rows, Q8Matrix, ShapeError};
+use crate::matvec::{check_batch_any, check_stacked_any, matmul_any_with, stacked_rows_any};
+use crate::matvec::{ShapeError, Weight};
 use crate::quant::dot::Dispatch;
-use crate::quant::{Kernel, QuantError, QuantizedBatch, QuantizedVector};
+use crate::quant::{ActForms, Kernel, QuantError, QuantizedBatch, QuantizedVector};
 
 pub use any::AnyBackend;
 pub use kind::{BackendError, BackendKind};
@@ -72,16 +73,17 @@ pub trait Backend: Send + Sync {
     /// products run the kernel this names, never one chosen elsewhere.
     fn kernel(&self) -> Kernel;
 
-    /// A prefill product: `out = X W^T` for a batch of activation rows,
-    /// output row `i` bit-identical to [`matvec`](Self::matvec) of batch row
-    /// `i`.
+    /// A prefill product: `out = X W^T` for a batch of activation rows
+    /// (quantized into the form `w` reads, [`Weight::forms`]), output row
+    /// `i` bit-identical to [`matvec`](Self::matvec) of batch row `i`.
     ///
     /// # Errors
     ///
-    /// As [`matmul_q8_0`](crate::matvec::matmul_q8_0).
+    /// As [`matmul_q8_0`](crate::matvec::matmul_q8_0); also
+    /// [`ShapeError::InputLength`] if the batch lacks the form `w` reads.
     fn matmul(
         &self,
-        w: &Q8Matrix<'_>,
+        w: &Weight<'_>,
         xs: &QuantizedBatch,
         out: &mut [f32],
     ) -> Result<(), ShapeError>;
@@ -95,13 +97,20 @@ pub trait Backend: Send + Sync {
         T: Send,
         F: Fn(Range<usize>, &mut [T]) + Sync;
 
-    /// Quantizes a decode activation for [`matvec`](Self::matvec).
+    /// Quantizes a decode activation into the `forms` the products that
+    /// read it need ([`Weight::forms_of`]) for [`matvec`](Self::matvec).
     ///
     /// # Errors
     ///
-    /// [`QuantError`] if `x.len()` is not a multiple of 32.
-    fn quantize(&self, x: &[f32], into: &mut QuantizedVector) -> Result<(), QuantError> {
-        into.quantize_with(dispatch_of(self), x)
+    /// [`QuantError`] if `x.len()` is not a multiple of 32 (of 256 with
+    /// the Q8_K form).
+    fn quantize(
+        &self,
+        x: &[f32],
+        forms: ActForms,
+        into: &mut QuantizedVector,
+    ) -> Result<(), QuantError> {
+        into.quantize_forms_with(dispatch_of(self), x, forms)
     }
 
     /// Decode products sharing one input: `out` is the outputs of every
@@ -110,17 +119,17 @@ pub trait Backend: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`ShapeError`] if a matrix's width is not `x.cols()` or `out` does not
-    /// hold every matrix's rows.
+    /// [`ShapeError`] if a matrix's width is not `x.cols()`, `x` lacks the
+    /// form a matrix reads, or `out` does not hold every matrix's rows.
     fn matvec(
         &self,
-        ws: &[Q8Matrix<'_>],
+        ws: &[Weight<'_>],
         x: &QuantizedVector,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {
-        check_stacked(ws, x, out)?;
+        check_stacked_any(ws, x, out)?;
         let k = dispatch_of(self);
-        self.for_each_range(out, |rows, part| stacked_rows(k, ws, x, rows, part));
+        self.for_each_range(out, |rows, part| stacked_rows_any(k, ws, x, rows, part));
         Ok(())
     }
 
@@ -178,7 +187,7 @@ macro_rules! forward_backend {
             }
             fn matmul(
                 &self,
-                w: &$crate::matvec::Q8Matrix<'_>,
+                w: &$crate::matvec::Weight<'_>,
                 xs: &$crate::quant::QuantizedBatch,
                 out: &mut [f32],
             ) -> Result<(), $crate::matvec::ShapeError> {
@@ -191,12 +200,17 @@ macro_rules! forward_backend {
             {
                 $via!(self, b => b.for_each_range(data, f))
             }
-            fn quantize(&self, x: &[f32], into: &mut $crate::quant::QuantizedVector) -> Result<(), $crate::quant::QuantError> {
-                $via!(self, b => b.quantize(x, into))
+            fn quantize(
+                &self,
+                x: &[f32],
+                forms: $crate::quant::ActForms,
+                into: &mut $crate::quant::QuantizedVector,
+            ) -> Result<(), $crate::quant::QuantError> {
+                $via!(self, b => b.quantize(x, forms, into))
             }
             fn matvec(
                 &self,
-                ws: &[$crate::matvec::Q8Matrix<'_>],
+                ws: &[$crate::matvec::Weight<'_>],
                 x: &$crate::quant::QuantizedVector,
                 out: &mut [f32],
             ) -> Result<(), $crate::matvec::ShapeError> {
@@ -235,24 +249,12 @@ forward_backend!(impl[B: Backend + ?Sized] for &B, via deref);
 /// memory once for the batch.
 fn matmul_serial(
     k: Dispatch,
-    w: &Q8Matrix<'_>,
+    w: &Weight<'_>,
     xs: &QuantizedBatch,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    if xs.rows() > 0 && xs.cols() != w.cols() {
-        return Err(ShapeError::InputLength {
-            expected: w.cols(),
-            got: xs.cols(),
-        });
-    }
-    let rows = w.rows();
-    if out.len() != xs.rows().saturating_mul(rows) {
-        return Err(ShapeError::OutputLength {
-            expected: xs.rows().saturating_mul(rows),
-            got: out.len(),
-        });
-    }
-    crate::matvec::matmul_q8_0_with(k, w, xs, out);
+    check_batch_any(w, xs, out)?;
+    matmul_any_with(k, w, xs, out);
     Ok(())
 }
 

@@ -5,8 +5,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::{Backend, BackendError, BackendKind};
-use crate::matvec::{Q8Matrix, ShapeError};
+use super::{dispatch_of, Backend, BackendError, BackendKind};
+use crate::matvec::{check_batch_any, matmul_any_rayon, ShapeError, Weight};
+use crate::quant::dot::Dispatch;
 use crate::quant::{Kernel, QuantizedBatch};
 
 /// rayon for everything, decode included: what a fork-join pool gives
@@ -45,11 +46,11 @@ impl Backend for Parallel {
     }
     fn matmul(
         &self,
-        w: &Q8Matrix<'_>,
+        w: &Weight<'_>,
         xs: &QuantizedBatch,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {
-        matmul_rayon(&self.rayon, w, xs, out)
+        matmul_rayon(&self.rayon, dispatch_of(self), w, xs, out)
     }
     fn for_each_range<T, F>(&self, data: &mut [T], f: F)
     where
@@ -105,11 +106,14 @@ pub(super) fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, BackendErr
 /// [`Pool`](super::Pool).
 pub(super) fn matmul_rayon(
     rayon: &rayon::ThreadPool,
-    w: &Q8Matrix<'_>,
+    k: Dispatch,
+    w: &Weight<'_>,
     xs: &QuantizedBatch,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    rayon.install(|| crate::matvec::matmul_q8_0_rayon(w, xs, out))
+    check_batch_any(w, xs, out)?;
+    rayon.install(|| matmul_any_rayon(k, w, xs, out));
+    Ok(())
 }
 
 /// The prefill fan-out on rayon, one task per chunk, shared by

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use super::parallel::{for_each_chunk_rayon, matmul_rayon, rayon_pool};
 use super::{dispatch_of, Backend, BackendError, BackendKind};
-use crate::matvec::{matvec_q8_0_pool_stacked, Q8Matrix, ShapeError};
+use crate::matvec::{matvec_pool_stacked, ShapeError, Weight};
 use crate::pool::ThreadPool;
 use crate::quant::{Kernel, QuantizedBatch, QuantizedVector};
 
@@ -53,11 +53,11 @@ impl Backend for Pool {
     }
     fn matmul(
         &self,
-        w: &Q8Matrix<'_>,
+        w: &Weight<'_>,
         xs: &QuantizedBatch,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {
-        matmul_rayon(&self.rayon, w, xs, out)
+        matmul_rayon(&self.rayon, dispatch_of(self), w, xs, out)
     }
     fn for_each_range<T, F>(&self, data: &mut [T], f: F)
     where
@@ -68,13 +68,13 @@ impl Backend for Pool {
     }
     fn matvec(
         &self,
-        ws: &[Q8Matrix<'_>],
+        ws: &[Weight<'_>],
         x: &QuantizedVector,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {
         // The provided matvec on this split, as one function with
         // `matvec_q8_0_pool`.
-        matvec_q8_0_pool_stacked(&self.pool, dispatch_of(self), ws, x, out)
+        matvec_pool_stacked(&self.pool, dispatch_of(self), ws, x, out)
     }
     fn for_each_chunk<T, F>(&self, data: &mut [T], chunk: usize, f: F)
     where

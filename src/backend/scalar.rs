@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use super::{dispatch_of, matmul_serial, Backend};
-use crate::matvec::{Q8Matrix, ShapeError};
+use crate::matvec::{ShapeError, Weight};
 use crate::quant::{Kernel, QuantizedBatch};
 
 /// Reference kernels on one thread: the baseline every other backend is
@@ -23,7 +23,7 @@ impl Backend for Scalar {
     }
     fn matmul(
         &self,
-        w: &Q8Matrix<'_>,
+        w: &Weight<'_>,
         xs: &QuantizedBatch,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {

@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use super::{dispatch_of, matmul_serial, Backend, Scalar};
-use crate::matvec::{Q8Matrix, ShapeError};
+use crate::matvec::{ShapeError, Weight};
 use crate::quant::{Kernel, QuantizedBatch};
 
 /// The SIMD kernels [`Kernel::selected`] picks, on one thread: what the
@@ -23,7 +23,7 @@ impl Backend for Simd {
     }
     fn matmul(
         &self,
-        w: &Q8Matrix<'_>,
+        w: &Weight<'_>,
         xs: &QuantizedBatch,
         out: &mut [f32],
     ) -> Result<(), ShapeError> {

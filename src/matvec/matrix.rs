@@ -2,16 +2,21 @@
 
 use thiserror::Error;
 
-use crate::quant::{BlockQ8_0, QK8_0};
+use crate::quant::{BlockQ8_0, WeightBlock};
 
 /// Why a matrix view or a product was rejected.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ShapeError {
-    /// Q8_0 rows hold whole blocks of 32 weights.
-    #[error("{cols} columns is not a multiple of the Q8_0 block size 32")]
+    /// Quantized rows hold whole blocks (32 weights for Q8_0 and Q4_0,
+    /// 256 for the K-quants).
+    #[error("{cols} columns is not a multiple of the {name} block size {block}")]
     ColsNotBlockMultiple {
         /// The rejected column count.
         cols: usize,
+        /// Weights per block of the type.
+        block: usize,
+        /// The type's name.
+        name: &'static str,
     },
     /// The storage does not hold exactly `rows x cols` weights.
     #[error("a {rows}x{cols} matrix needs {expected} elements, {got} given")]
@@ -33,11 +38,15 @@ pub enum ShapeError {
         /// Declared columns.
         cols: usize,
     },
-    /// A byte slice is not a whole number of 34-byte Q8_0 blocks.
-    #[error("{len} bytes is not a whole number of 34-byte Q8_0 blocks")]
+    /// A byte slice is not a whole number of blocks.
+    #[error("{len} bytes is not a whole number of {size}-byte {name} blocks")]
     Bytes {
         /// The rejected length.
         len: usize,
+        /// Bytes per block of the type.
+        size: usize,
+        /// The type's name.
+        name: &'static str,
     },
     /// The input vector (or each batch row) does not have `cols` values.
     #[error("input has {got} values per row, the matrix has {expected} columns")]
@@ -70,27 +79,48 @@ pub enum ShapeError {
 /// assert!(Q8Matrix::new(&blocks, 3, 48).is_err());
 /// # Ok::<(), inferno_cpu::matvec::ShapeError>(())
 /// ```
-#[derive(Clone, Copy, Debug)]
-pub struct Q8Matrix<'a> {
-    blocks: &'a [BlockQ8_0],
+pub type Q8Matrix<'a> = BlockMatrix<'a, BlockQ8_0>;
+
+/// A row-major matrix of `rows x cols` weights stored as blocks of type
+/// `B` (Q8_0, Q4_0, a K-quant), borrowed (e.g. straight from a
+/// memory-mapped GGUF tensor) and validated once at construction.
+/// [`Q8Matrix`] is the Q8_0 one.
+#[derive(Debug)]
+pub struct BlockMatrix<'a, B> {
+    blocks: &'a [B],
     rows: usize,
     cols: usize,
 }
 
-impl<'a> Q8Matrix<'a> {
+// Manual impls: a derive would require `B: Clone`/`Copy`, but the view
+// only copies a reference.
+impl<B> Clone for BlockMatrix<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for BlockMatrix<'_, B> {}
+
+impl<'a, B: WeightBlock> BlockMatrix<'a, B> {
     /// Views `blocks` as a `rows x cols` matrix.
     ///
     /// # Errors
     ///
-    /// [`ShapeError::ColsNotBlockMultiple`] if `cols % 32 != 0`;
-    /// [`ShapeError::TooLarge`] if the block count overflows;
-    /// [`ShapeError::Storage`] if `blocks.len() != rows * cols / 32`.
-    pub fn new(blocks: &'a [BlockQ8_0], rows: usize, cols: usize) -> Result<Self, ShapeError> {
-        if !cols.is_multiple_of(QK8_0) {
-            return Err(ShapeError::ColsNotBlockMultiple { cols });
+    /// [`ShapeError::ColsNotBlockMultiple`] if `cols` is not a whole
+    /// number of blocks; [`ShapeError::TooLarge`] if the block count
+    /// overflows; [`ShapeError::Storage`] if `blocks` does not hold
+    /// exactly `rows` rows of blocks.
+    pub fn new(blocks: &'a [B], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        if !cols.is_multiple_of(B::WEIGHTS) {
+            return Err(ShapeError::ColsNotBlockMultiple {
+                cols,
+                block: B::WEIGHTS,
+                name: B::NAME,
+            });
         }
         let expected = rows
-            .checked_mul(cols / QK8_0)
+            .checked_mul(cols / B::WEIGHTS)
             .ok_or(ShapeError::TooLarge { rows, cols })?;
         if blocks.len() != expected {
             return Err(ShapeError::Storage {
@@ -105,7 +135,7 @@ impl<'a> Q8Matrix<'a> {
 
     /// A view of blocks already checked to hold `rows x cols` weights
     /// (by an earlier [`new`](Self::new) on the same slice and shape).
-    pub(crate) fn from_checked(blocks: &'a [BlockQ8_0], rows: usize, cols: usize) -> Self {
+    pub(crate) fn from_checked(blocks: &'a [B], rows: usize, cols: usize) -> Self {
         debug_assert!(Self::new(blocks, rows, cols).is_ok());
         Self { blocks, rows, cols }
     }
@@ -115,11 +145,15 @@ impl<'a> Q8Matrix<'a> {
     ///
     /// # Errors
     ///
-    /// [`ShapeError::Bytes`] if `bytes.len() % 34 != 0`, then as
+    /// [`ShapeError::Bytes`] if `bytes` is not a whole number of blocks
+    /// (or, for a block type aligned above 1, not aligned for it), then as
     /// [`new`](Self::new).
     pub fn from_bytes(bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
-        let blocks: &[BlockQ8_0] =
-            bytemuck::try_cast_slice(bytes).map_err(|_| ShapeError::Bytes { len: bytes.len() })?;
+        let blocks: &[B] = bytemuck::try_cast_slice(bytes).map_err(|_| ShapeError::Bytes {
+            len: bytes.len(),
+            size: std::mem::size_of::<B>(),
+            name: B::NAME,
+        })?;
         Self::new(blocks, rows, cols)
     }
 
@@ -128,18 +162,18 @@ impl<'a> Q8Matrix<'a> {
         self.rows
     }
 
-    /// Number of columns (inputs of a matvec), a multiple of 32.
+    /// Number of columns (inputs of a matvec), a whole number of blocks.
     pub fn cols(&self) -> usize {
         self.cols
     }
 
-    /// Blocks per row (`cols / 32`).
+    /// Blocks per row.
     pub fn blocks_per_row(&self) -> usize {
-        self.cols / QK8_0
+        self.cols / B::WEIGHTS
     }
 
     /// All blocks, row after row.
-    pub fn blocks(&self) -> &'a [BlockQ8_0] {
+    pub fn blocks(&self) -> &'a [B] {
         self.blocks
     }
 
@@ -148,14 +182,14 @@ impl<'a> Q8Matrix<'a> {
     /// # Panics
     ///
     /// If `r >= self.rows()`.
-    pub fn row(&self, r: usize) -> &'a [BlockQ8_0] {
+    pub fn row(&self, r: usize) -> &'a [B] {
         assert!(r < self.rows, "row {r} out of range for {} rows", self.rows);
         let nb = self.blocks_per_row();
         &self.blocks[r * nb..(r + 1) * nb]
     }
 
     /// The blocks of rows `range` (for kernels that run a row range).
-    pub(crate) fn rows_blocks(&self, range: std::ops::Range<usize>) -> &'a [BlockQ8_0] {
+    pub(crate) fn rows_blocks(&self, range: std::ops::Range<usize>) -> &'a [B] {
         let nb = self.blocks_per_row();
         &self.blocks[range.start * nb..range.end * nb]
     }
@@ -250,7 +284,11 @@ mod tests {
         let blocks = vec![BlockQ8_0::default(); 4];
         assert_eq!(
             Q8Matrix::new(&blocks, 2, 48).unwrap_err(),
-            ShapeError::ColsNotBlockMultiple { cols: 48 }
+            ShapeError::ColsNotBlockMultiple {
+                cols: 48,
+                block: 32,
+                name: "Q8_0"
+            }
         );
         assert_eq!(
             Q8Matrix::new(&blocks, 3, 64).unwrap_err(),
@@ -270,7 +308,11 @@ mod tests {
         );
         assert_eq!(
             Q8Matrix::from_bytes(&[0u8; 35], 1, 32).unwrap_err(),
-            ShapeError::Bytes { len: 35 }
+            ShapeError::Bytes {
+                len: 35,
+                size: 34,
+                name: "Q8_0"
+            }
         );
         let m = Q8Matrix::from_bytes(&[0u8; 3 * 34 + 1][1..], 1, 96).unwrap();
         assert_eq!((m.rows(), m.bytes()), (1, 102));

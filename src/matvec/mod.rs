@@ -67,13 +67,18 @@
 mod f32;
 mod matrix;
 mod q8;
+mod weight;
 
 pub use self::f32::{matvec_f32, matvec_f32_pool, matvec_f32_rayon};
-pub use matrix::{F32Matrix, Q8Matrix, ShapeError};
-pub(crate) use q8::{check_stacked, matmul_q8_0_with, matvec_q8_0_pool_stacked, stacked_rows};
+pub use matrix::{BlockMatrix, F32Matrix, Q8Matrix, ShapeError};
 pub use q8::{
     matmul_q8_0, matmul_q8_0_rayon, matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_pool_dynamic,
     matvec_q8_0_rayon, MATMUL_PAR_MIN_ROWS,
+};
+pub use weight::Weight;
+pub(crate) use weight::{
+    check_batch_any, check_stacked_any, matmul_any_rayon, matmul_any_with, matvec_pool_stacked,
+    stacked_rows_any,
 };
 
 /// Reads every byte of `bytes` once, with the widest loads the

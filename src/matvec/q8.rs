@@ -1,10 +1,9 @@
 //! Q8_0 matvec and matmul entry points.
 
-use std::ops::Range;
-
 use rayon::prelude::*;
 
-use super::{expect_len, input_len, output_len, rayon_chunk, Q8Matrix, ShapeError};
+use super::weight::check_stacked_any;
+use super::{expect_len, input_len, output_len, rayon_chunk, Q8Matrix, ShapeError, Weight};
 use crate::pool::ThreadPool;
 use crate::quant::dot::{selected, Dispatch};
 use crate::quant::{QuantizedBatch, QuantizedVector};
@@ -20,7 +19,7 @@ const MATMUL_TASK_ROWS: usize = 16;
 
 /// Checks a single product's shapes: a stack of one matrix.
 fn check(w: &Q8Matrix<'_>, x: &QuantizedVector, out: &[f32]) -> Result<(), ShapeError> {
-    check_stacked(std::slice::from_ref(w), x, out)
+    check_stacked_any(&[Weight::Q8_0(*w)], x, out)
 }
 
 /// `out = W x` on the calling thread: `out[r]` is the dot product of row
@@ -54,80 +53,7 @@ pub fn matvec_q8_0_pool(
     x: &QuantizedVector,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    matvec_q8_0_pool_stacked(pool, selected().1, std::slice::from_ref(w), x, out)
-}
-
-/// The crate's one pooled matvec, behind [`matvec_q8_0_pool`] and the
-/// [`Pool`](crate::backend::Pool) backend: the stacked rows of `ws` (their
-/// outputs one matrix after another) split into one contiguous range per
-/// thread, each computed with kernel `k` straight into its range of `out`.
-///
-/// # Errors
-///
-/// As [`check_stacked`].
-pub(crate) fn matvec_q8_0_pool_stacked(
-    pool: &ThreadPool,
-    k: Dispatch,
-    ws: &[Q8Matrix<'_>],
-    x: &QuantizedVector,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    check_stacked(ws, x, out)?;
-    pool.for_each_chunk_mut(out, |rows, part| stacked_rows(k, ws, x, rows, part));
-    Ok(())
-}
-
-/// Checks the shapes of a stacked product: every matrix of `ws` as wide
-/// as `x`, and `out` as long as their rows together.
-pub(crate) fn check_stacked(
-    ws: &[Q8Matrix<'_>],
-    x: &QuantizedVector,
-    out: &[f32],
-) -> Result<(), ShapeError> {
-    let mut rows = 0usize;
-    for w in ws {
-        if w.cols() != x.cols() {
-            return Err(ShapeError::InputLength {
-                expected: w.cols(),
-                got: x.cols(),
-            });
-        }
-        rows = rows.saturating_add(w.rows());
-    }
-    if rows != out.len() {
-        return Err(ShapeError::OutputLength {
-            expected: rows,
-            got: out.len(),
-        });
-    }
-    Ok(())
-}
-
-/// Computes the stacked rows `range` of `ws` into `out` (`range.len()`
-/// values), each row one whole dot product with kernel `k`.
-pub(crate) fn stacked_rows(
-    k: Dispatch,
-    ws: &[Q8Matrix<'_>],
-    x: &QuantizedVector,
-    range: Range<usize>,
-    out: &mut [f32],
-) {
-    let mut base = 0;
-    let mut done = 0;
-    for w in ws {
-        let (lo, hi) = (range.start.max(base), range.end.min(base + w.rows()));
-        if lo < hi {
-            let n = hi - lo;
-            k.matvec_q8(
-                w.rows_blocks(lo - base..hi - base),
-                w.blocks_per_row(),
-                x.act(),
-                &mut out[done..done + n],
-            );
-            done += n;
-        }
-        base += w.rows();
-    }
+    super::weight::matvec_pool_stacked(pool, selected().1, &[Weight::Q8_0(*w)], x, out)
 }
 
 /// [`matvec_q8_0_pool`] with dynamic scheduling: threads take

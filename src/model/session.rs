@@ -2,6 +2,7 @@
 //! and the two kinds of forward step.
 
 use crate::backend::{dispatch_of, Backend};
+use crate::matvec::Weight;
 use crate::quant::{QuantizedBatch, QuantizedVector};
 
 use super::kv_cache::{KvCache, KvDtype};
@@ -315,10 +316,11 @@ impl<B: Backend> State<B> {
             // Attention.
             ops::rms_norm(&self.x, &lw.attn_norm, c.rms_eps, &mut self.xn);
             lap.lap(Op::Norm);
-            self.backend.quantize(&self.xn, &mut self.xq)?;
-            lap.lap(Op::Quantize);
+            let qkv = [lw.q, lw.k, lw.v];
             self.backend
-                .matvec(&[lw.q, lw.k, lw.v], &self.xq, &mut self.qkv)?;
+                .quantize(&self.xn, Weight::forms_of(&qkv), &mut self.xq)?;
+            lap.lap(Op::Quantize);
+            self.backend.matvec(&qkv, &self.xq, &mut self.qkv)?;
             lap.lap(Op::Qkv);
             let (q, kv) = self.qkv.split_at_mut(qd);
             let (k, v) = kv.split_at_mut(kvd);
@@ -352,7 +354,8 @@ impl<B: Backend> State<B> {
                 out.copy_from_slice(&s.out);
             }
             lap.lap(Op::Attention);
-            self.backend.quantize(&self.attn, &mut self.xq)?;
+            self.backend
+                .quantize(&self.attn, lw.o.forms(), &mut self.xq)?;
             lap.lap(Op::Quantize);
             self.backend.matvec(&[lw.o], &self.xq, &mut self.tmp)?;
             lap.lap(Op::OutProj);
@@ -362,15 +365,16 @@ impl<B: Backend> State<B> {
             // MLP.
             ops::rms_norm(&self.x, &lw.ffn_norm, c.rms_eps, &mut self.xn);
             lap.lap(Op::Norm);
-            self.backend.quantize(&self.xn, &mut self.xq)?;
-            lap.lap(Op::Quantize);
+            let gu = [lw.gate, lw.up];
             self.backend
-                .matvec(&[lw.gate, lw.up], &self.xq, &mut self.gu)?;
+                .quantize(&self.xn, Weight::forms_of(&gu), &mut self.xq)?;
+            lap.lap(Op::Quantize);
+            self.backend.matvec(&gu, &self.xq, &mut self.gu)?;
             lap.lap(Op::GateUp);
             let (gate, up) = self.gu.split_at_mut(c.ffn);
             ops::swiglu(gate, up);
             lap.lap(Op::Swiglu);
-            self.backend.quantize(gate, &mut self.xq)?;
+            self.backend.quantize(gate, lw.down.forms(), &mut self.xq)?;
             lap.lap(Op::Quantize);
             self.backend.matvec(&[lw.down], &self.xq, &mut self.tmp)?;
             lap.lap(Op::Down);
@@ -379,10 +383,12 @@ impl<B: Backend> State<B> {
         }
         ops::rms_norm(&self.x, &w.output_norm, c.rms_eps, &mut self.xn);
         lap.lap(Op::Norm);
-        self.backend.quantize(&self.xn, &mut self.xq)?;
+        let lm_head = w.lm_head();
+        self.backend
+            .quantize(&self.xn, lm_head.forms(), &mut self.xq)?;
         lap.lap(Op::Quantize);
         self.backend
-            .matvec(&[w.lm_head()], &self.xq, &mut self.logits)?;
+            .matvec(&[lm_head], &self.xq, &mut self.logits)?;
         lap.lap(Op::LmHead);
         self.pos += 1;
         Ok(&self.logits)
@@ -493,7 +499,7 @@ impl<B: Backend> State<B> {
         for (l, lw) in w.layers.iter().enumerate() {
             norm_rows(x, &lw.attn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_from(xn, h)?;
+            xs.quantize_forms(xn, h, Weight::forms_of(&[lw.q, lw.k, lw.v]))?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.q, xs, q)?;
             b.matmul(&lw.k, xs, k)?;
@@ -533,7 +539,7 @@ impl<B: Backend> State<B> {
                 }
             }
             lap.lap(Op::Attention);
-            xs.quantize_from(attn, qd)?;
+            xs.quantize_forms(attn, qd, lw.o.forms())?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.o, xs, tmp)?;
             lap.lap(Op::OutProj);
@@ -542,7 +548,7 @@ impl<B: Backend> State<B> {
 
             norm_rows(x, &lw.ffn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_from(xn, h)?;
+            xs.quantize_forms(xn, h, Weight::forms_of(&[lw.gate, lw.up]))?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.gate, xs, gate)?;
             b.matmul(&lw.up, xs, up)?;
@@ -550,7 +556,7 @@ impl<B: Backend> State<B> {
             let up = &*up;
             b.for_each_chunk(gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
             lap.lap(Op::Swiglu);
-            xs.quantize_from(gate, f)?;
+            xs.quantize_forms(gate, f, lw.down.forms())?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.down, xs, tmp)?;
             lap.lap(Op::Down);
@@ -565,11 +571,12 @@ impl<B: Backend> State<B> {
         let xn = &mut xn[..rows * h];
         norm_rows(&x[want.start * h..want.end * h], &w.output_norm, xn);
         lap.lap(Op::Norm);
-        xs.quantize_from(xn, h)?;
+        let lm_head = w.lm_head();
+        xs.quantize_forms(xn, h, lm_head.forms())?;
         lap.lap(Op::Quantize);
         let at = logits.len();
         logits.resize(at + rows * c.vocab, 0.0);
-        b.matmul(&w.lm_head(), xs, &mut logits[at..])?;
+        b.matmul(&lm_head, xs, &mut logits[at..])?;
         lap.lap(Op::LmHead);
         Ok(())
     }

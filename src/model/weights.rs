@@ -1,18 +1,23 @@
 //! Weight views of a Qwen3 GGUF file.
 //!
-//! The 2-D projections are zero-copy [`Q8Matrix`] views of the file's
-//! bytes (a memory map, normally). Norm weights are small and are copied
-//! to `f32` at load time, whatever their stored type, so the forward pass
-//! has one code path. The token embedding is read one row per token in
-//! its stored type; the output projection must be a matrix product, so a
-//! non-Q8_0 one (an F16 embedding reused as the tied output, say) is
-//! quantized to Q8_0 once at load time.
+//! The 2-D projections are zero-copy [`Weight`] views of the file's bytes
+//! (a memory map, normally), each in its stored type: Q8_0, Q4_0, Q4_K,
+//! Q5_K or Q6_K, mixed freely (a Q4_K_M file holds Q4_K and Q6_K
+//! matrices side by side). Norm weights are small and are copied to `f32`
+//! at load time, whatever their stored type, so the forward pass has one
+//! code path. The token embedding is read one row per token in its stored
+//! type; the output projection must be a matrix product, so a float one
+//! (an F16 embedding reused as the tied output, say) is quantized to Q8_0
+//! once at load time.
 
 use half::{bf16, f16};
 
 use crate::gguf::{GgmlType, Gguf, TensorInfo};
-use crate::matvec::Q8Matrix;
-use crate::quant::{dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0};
+use crate::matvec::{BlockMatrix, Q8Matrix, Weight};
+use crate::quant::{
+    dequantize_row_q4_0_into, dequantize_row_q4_k_into, dequantize_row_q5_k_into,
+    dequantize_row_q6_k_into, dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0, WeightBlock,
+};
 
 use super::layout::{Role, Shape, TensorSpec};
 use super::{ModelError, Qwen3Config};
@@ -20,15 +25,16 @@ use super::{ModelError, Qwen3Config};
 /// Types accepted for norm weights and the token embedding.
 const FLOAT_TYPES: &str = "F32, F16, BF16";
 /// Types accepted for the projections.
-const PROJ_TYPES: &str = "Q8_0";
+const PROJ_TYPES: &str = "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K";
 /// Types accepted for the token embedding and the output projection.
-const EMBD_TYPES: &str = "Q8_0, F32, F16, BF16";
+const EMBD_TYPES: &str = "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16";
 
 /// The token embedding table, in its stored type.
 #[derive(Clone, Copy, Debug)]
 pub enum Embedding<'a> {
-    /// Q8_0 rows (what llama.cpp's Q8_0 files hold).
-    Q8(Q8Matrix<'a>),
+    /// Quantized rows (Q8_0 in llama.cpp's Q8_0 files, Q6_K in its
+    /// Q4_K_M ones), dequantized one row per token.
+    Quantized(Weight<'a>),
     /// `f32` rows.
     F32(&'a [f32]),
     /// IEEE half rows.
@@ -45,7 +51,11 @@ impl Embedding<'_> {
         let n = out.len();
         let range = id * n..(id + 1) * n;
         match self {
-            Embedding::Q8(m) => dequantize_row_q8_0_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q8_0(m)) => dequantize_row_q8_0_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q4_0(m)) => dequantize_row_q4_0_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q4K(m)) => dequantize_row_q4_k_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q5K(m)) => dequantize_row_q5_k_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q6K(m)) => dequantize_row_q6_k_into(m.row(id), out)?,
             Embedding::F32(v) => out.copy_from_slice(&v[range]),
             Embedding::F16(v) => {
                 for (o, x) in out.iter_mut().zip(&v[range]) {
@@ -68,13 +78,13 @@ pub struct LayerWeights<'a> {
     /// RMSNorm weight before attention (`attn_norm`), `hidden` values.
     pub attn_norm: Vec<f32>,
     /// Query projection, `q_dim x hidden`.
-    pub q: Q8Matrix<'a>,
+    pub q: Weight<'a>,
     /// Key projection, `kv_dim x hidden`.
-    pub k: Q8Matrix<'a>,
+    pub k: Weight<'a>,
     /// Value projection, `kv_dim x hidden`.
-    pub v: Q8Matrix<'a>,
+    pub v: Weight<'a>,
     /// Attention output projection, `hidden x q_dim`.
-    pub o: Q8Matrix<'a>,
+    pub o: Weight<'a>,
     /// Per-head RMSNorm weight of the queries (`attn_q_norm`), `head_dim`.
     pub q_norm: Vec<f32>,
     /// Per-head RMSNorm weight of the keys (`attn_k_norm`), `head_dim`.
@@ -82,17 +92,17 @@ pub struct LayerWeights<'a> {
     /// RMSNorm weight before the MLP (`ffn_norm`), `hidden` values.
     pub ffn_norm: Vec<f32>,
     /// MLP gate projection, `ffn x hidden`.
-    pub gate: Q8Matrix<'a>,
+    pub gate: Weight<'a>,
     /// MLP up projection, `ffn x hidden`.
-    pub up: Q8Matrix<'a>,
+    pub up: Weight<'a>,
     /// MLP down projection, `hidden x ffn`.
-    pub down: Q8Matrix<'a>,
+    pub down: Weight<'a>,
 }
 
 /// The output projection: a view of the file, or a copy quantized at load.
 #[derive(Debug)]
 enum LmHead<'a> {
-    Mapped(Q8Matrix<'a>),
+    Mapped(Weight<'a>),
     Owned {
         blocks: Vec<BlockQ8_0>,
         rows: usize,
@@ -153,11 +163,13 @@ impl<'a> Qwen3Weights<'a> {
     }
 
     /// The output projection, `vocab x hidden`.
-    pub fn lm_head(&self) -> Q8Matrix<'_> {
+    pub fn lm_head(&self) -> Weight<'_> {
         match &self.lm_head {
             LmHead::Mapped(m) => *m,
             // Checked when it was built.
-            LmHead::Owned { blocks, rows, cols } => Q8Matrix::from_checked(blocks, *rows, *cols),
+            LmHead::Owned { blocks, rows, cols } => {
+                Weight::Q8_0(Q8Matrix::from_checked(blocks, *rows, *cols))
+            }
         }
     }
 
@@ -170,7 +182,7 @@ impl<'a> Qwen3Weights<'a> {
             .map(|l| {
                 [l.q, l.k, l.v, l.o, l.gate, l.up, l.down]
                     .iter()
-                    .map(Q8Matrix::bytes)
+                    .map(Weight::bytes)
                     .sum::<usize>()
             })
             .sum();
@@ -189,16 +201,10 @@ fn shape_error(info: &TensorInfo, expected: Vec<u64>, why: &str) -> ModelError {
     }
 }
 
-/// The Q8_0 projection `spec` names, of `spec`'s shape.
-fn proj<'a>(gguf: &Gguf<'a>, spec: &TensorSpec) -> Result<Q8Matrix<'a>, ModelError> {
+/// The quantized projection `spec` names, of `spec`'s shape, in its
+/// stored type.
+fn proj<'a>(gguf: &Gguf<'a>, spec: &TensorSpec) -> Result<Weight<'a>, ModelError> {
     let info = gguf.tensor(&spec.name)?;
-    if info.ggml_type != GgmlType::Q8_0 {
-        return Err(ModelError::TensorType {
-            tensor: info.name.clone(),
-            found: info.ggml_type,
-            supported: PROJ_TYPES,
-        });
-    }
     let expected = spec.shape.gguf_dims();
     if info.dims != expected {
         return Err(shape_error(info, expected, spec.why));
@@ -206,7 +212,37 @@ fn proj<'a>(gguf: &Gguf<'a>, spec: &TensorSpec) -> Result<Q8Matrix<'a>, ModelErr
     let Shape::Matrix { rows, cols } = spec.shape else {
         return Err(shape_error(info, expected, spec.why));
     };
-    Ok(Q8Matrix::new(gguf.tensor_q8_0(&spec.name)?, rows, cols)?)
+    quantized(gguf, info, rows, cols)?.ok_or_else(|| ModelError::TensorType {
+        tensor: info.name.clone(),
+        found: info.ggml_type,
+        supported: PROJ_TYPES,
+    })
+}
+
+/// A `rows x cols` view of a quantized tensor, or `None` for a type no
+/// product runs on.
+fn quantized<'a>(
+    gguf: &Gguf<'a>,
+    info: &TensorInfo,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<Weight<'a>>, ModelError> {
+    fn view<'a, B: WeightBlock>(
+        gguf: &Gguf<'a>,
+        info: &TensorInfo,
+        rows: usize,
+        cols: usize,
+    ) -> Result<BlockMatrix<'a, B>, ModelError> {
+        Ok(BlockMatrix::from_bytes(gguf.data_of(info), rows, cols)?)
+    }
+    Ok(Some(match info.ggml_type {
+        GgmlType::Q8_0 => Weight::Q8_0(view(gguf, info, rows, cols)?),
+        GgmlType::Q4_0 => Weight::Q4_0(view(gguf, info, rows, cols)?),
+        GgmlType::Q4_K => Weight::Q4K(view(gguf, info, rows, cols)?),
+        GgmlType::Q5_K => Weight::Q5K(view(gguf, info, rows, cols)?),
+        GgmlType::Q6_K => Weight::Q6K(view(gguf, info, rows, cols)?),
+        _ => return Ok(None),
+    }))
 }
 
 /// The 1-D norm weight `spec` names, converted to `f32`.
@@ -252,12 +288,10 @@ fn embedding<'a>(
     cfg: &Qwen3Config,
 ) -> Result<Embedding<'a>, ModelError> {
     check_embd_shape(info, cfg)?;
+    if let Some(w) = quantized(gguf, info, cfg.vocab, cfg.hidden)? {
+        return Ok(Embedding::Quantized(w));
+    }
     Ok(match info.ggml_type {
-        GgmlType::Q8_0 => Embedding::Q8(Q8Matrix::new(
-            gguf.tensor_q8_0(&info.name)?,
-            cfg.vocab,
-            cfg.hidden,
-        )?),
         GgmlType::F32 => Embedding::F32(gguf.tensor_f32(&info.name)?),
         GgmlType::F16 => Embedding::F16(gguf.tensor_f16(&info.name)?),
         GgmlType::BF16 => Embedding::Bf16(bf16_view(gguf, info)?),
@@ -278,12 +312,8 @@ fn lm_head<'a>(
 ) -> Result<LmHead<'a>, ModelError> {
     check_embd_shape(info, cfg)?;
     let (rows, cols) = (cfg.vocab, cfg.hidden);
-    if info.ggml_type == GgmlType::Q8_0 {
-        return Ok(LmHead::Mapped(Q8Matrix::new(
-            gguf.tensor_q8_0(&info.name)?,
-            rows,
-            cols,
-        )?));
+    if let Some(w) = quantized(gguf, info, rows, cols)? {
+        return Ok(LmHead::Mapped(w));
     }
     // A float output projection: quantize it row by row, as GGML does with
     // the activation side of a Q8_0 product, so decode has one product kind.
@@ -313,7 +343,7 @@ mod tests {
             Embedding::F32(&vals),
             Embedding::F16(&h),
             Embedding::Bf16(&b),
-            Embedding::Q8(q),
+            Embedding::Quantized(Weight::Q8_0(q)),
         ] {
             let mut out = [0.0f32; 32];
             e.row_into(1, &mut out).unwrap();

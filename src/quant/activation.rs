@@ -14,6 +14,8 @@ use half::f16;
 
 use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
+use super::kcommon::QK_K;
+use super::q8_k::{quantize_row_q8_k_into, BlockQ8K};
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
 /// One quantized activation block, laid out for the kernels.
@@ -127,6 +129,42 @@ fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
 #[derive(Clone, Debug, Default)]
 pub struct QuantizedVector {
     blocks: Vec<ActBlock>,
+    /// The Q8_K form (for K-quant weights), when asked for.
+    k_blocks: Vec<BlockQ8K>,
+    cols: usize,
+}
+
+/// Which quantized forms of an activation the products that read it need:
+/// Q8_0 blocks for Q8_0 and Q4_0 weights, Q8_K blocks for the K-quants.
+/// A layer of a mixed file can need both (Q4_K for `attn_q`, Q8_0 for
+/// `attn_v`, say); the activation is then quantized twice, once per form.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActForms {
+    /// Q8_0 blocks of 32.
+    pub q8_0: bool,
+    /// Q8_K blocks of 256.
+    pub q8_k: bool,
+}
+
+impl ActForms {
+    /// Only the Q8_0 form.
+    pub const Q8_0: Self = Self {
+        q8_0: true,
+        q8_k: false,
+    };
+    /// Only the Q8_K form.
+    pub const Q8_K: Self = Self {
+        q8_0: false,
+        q8_k: true,
+    };
+
+    /// The forms either needs.
+    pub fn union(self, other: Self) -> Self {
+        Self {
+            q8_0: self.q8_0 || other.q8_0,
+            q8_k: self.q8_k || other.q8_k,
+        }
+    }
 }
 
 impl QuantizedVector {
@@ -139,6 +177,8 @@ impl QuantizedVector {
     pub fn with_capacity(cols: usize) -> Self {
         Self {
             blocks: Vec::with_capacity(cols.div_ceil(QK8_0)),
+            k_blocks: Vec::with_capacity(cols.div_ceil(QK_K)),
+            cols: 0,
         }
     }
 
@@ -152,16 +192,59 @@ impl QuantizedVector {
         self.quantize_with(selected().1, x)
     }
 
+    /// Quantizes `x` into the `forms` asked for (the Q8_K form is GGML's
+    /// `quantize_row_q8_K`, what its K-quant dot products take), replacing
+    /// the contents; forms not asked for are left empty.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of
+    /// 32, or of 256 with the Q8_K form; the vector is left unchanged.
+    pub fn quantize_forms(&mut self, x: &[f32], forms: ActForms) -> Result<(), QuantError> {
+        self.quantize_forms_with(selected().1, x, forms)
+    }
+
     /// [`quantize_from`](Self::quantize_from) with a given kernel.
     pub(crate) fn quantize_with(&mut self, k: Dispatch, x: &[f32]) -> Result<(), QuantError> {
+        self.quantize_forms_with(k, x, ActForms::Q8_0)
+    }
+
+    /// [`quantize_forms`](Self::quantize_forms) with a given kernel.
+    pub(crate) fn quantize_forms_with(
+        &mut self,
+        k: Dispatch,
+        x: &[f32],
+        forms: ActForms,
+    ) -> Result<(), QuantError> {
         blocks_for(x.len())?;
-        quantize_into(&mut self.blocks, x, k);
+        if forms.q8_k && !x.len().is_multiple_of(QK_K) {
+            return Err(QuantError::RowNotWholeBlocks {
+                len: x.len(),
+                block: QK_K,
+            });
+        }
+        if forms.q8_0 {
+            quantize_into(&mut self.blocks, x, k);
+        } else {
+            self.blocks.clear();
+        }
+        self.k_blocks.clear();
+        if forms.q8_k {
+            self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
+            quantize_row_q8_k_into(x, &mut self.k_blocks)?;
+        }
+        self.cols = x.len();
         Ok(())
     }
 
     /// Number of values (a multiple of 32).
     pub fn cols(&self) -> usize {
-        self.blocks.len() * QK8_0
+        self.cols
+    }
+
+    /// The Q8_K form, empty unless asked for.
+    pub(crate) fn k_act(&self) -> &[BlockQ8K] {
+        &self.k_blocks
     }
 
     /// The quantized values as GGML Q8_0 blocks, identical to
@@ -188,6 +271,8 @@ impl QuantizedVector {
 #[derive(Clone, Debug, Default)]
 pub struct QuantizedBatch {
     blocks: Vec<ActBlock>,
+    /// The Q8_K form of every row, when asked for.
+    k_blocks: Vec<BlockQ8K>,
     /// With the AVX-512 VNNI kernel: each row's pairs of blocks
     /// (`cols / 64` per row; an odd last block is only in `blocks`).
     pairs: Vec<PairBlock>,
@@ -212,15 +297,47 @@ impl QuantizedBatch {
     /// [`QuantError::BatchShape`] if `cols == 0` or `x.len()` is not a
     /// multiple of `cols`. The batch is left unchanged.
     pub fn quantize_from(&mut self, x: &[f32], cols: usize) -> Result<(), QuantError> {
+        self.quantize_forms(x, cols, ActForms::Q8_0)
+    }
+
+    /// [`quantize_from`](Self::quantize_from) into the `forms` asked for,
+    /// each row as [`QuantizedVector::quantize_forms`] would.
+    ///
+    /// # Errors
+    ///
+    /// As [`quantize_from`](Self::quantize_from); with the Q8_K form,
+    /// [`QuantError::RowNotWholeBlocks`] unless `cols` is a multiple of 256.
+    pub fn quantize_forms(
+        &mut self,
+        x: &[f32],
+        cols: usize,
+        forms: ActForms,
+    ) -> Result<(), QuantError> {
         blocks_for(cols)?;
         if cols == 0 || !x.len().is_multiple_of(cols) {
             return Err(QuantError::BatchShape { len: x.len(), cols });
         }
+        if forms.q8_k && !cols.is_multiple_of(QK_K) {
+            return Err(QuantError::RowNotWholeBlocks {
+                len: cols,
+                block: QK_K,
+            });
+        }
         let k = selected().1;
-        quantize_into(&mut self.blocks, x, k);
+        self.k_blocks.clear();
+        if forms.q8_k {
+            self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
+            quantize_row_q8_k_into(x, &mut self.k_blocks)?;
+        }
         self.rows = x.len() / cols;
         self.cols = cols;
         self.pairs.clear();
+        if !forms.q8_0 {
+            self.blocks.clear();
+            self.paired = false;
+            return Ok(());
+        }
+        quantize_into(&mut self.blocks, x, k);
         self.paired = k.matmul_uses_pairs();
         if self.paired {
             let nb = cols / QK8_0;
@@ -264,7 +381,13 @@ impl QuantizedBatch {
     pub(crate) fn act_row(&self, i: usize) -> &[ActBlock] {
         assert!(i < self.rows, "row {i} out of range for {} rows", self.rows);
         let nb = self.cols / QK8_0;
-        &self.blocks[i * nb..(i + 1) * nb]
+        self.blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
+    }
+
+    /// Row `i`'s Q8_K form, empty unless asked for.
+    pub(crate) fn k_row(&self, i: usize) -> &[BlockQ8K] {
+        let nb = self.cols / QK_K;
+        self.k_blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
     }
 }
 

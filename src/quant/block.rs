@@ -81,6 +81,40 @@ pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
     f32::from_bits(sign | magnitude)
 }
 
+/// A quantized weight block format: what a
+/// [`BlockMatrix`](crate::matvec::BlockMatrix) can hold.
+pub trait WeightBlock: bytemuck::Pod + Send + Sync + core::fmt::Debug {
+    /// Weights one block holds (a row holds a whole number of blocks).
+    const WEIGHTS: usize;
+    /// GGML's name of the format, for messages.
+    const NAME: &'static str;
+}
+
+impl WeightBlock for BlockQ8_0 {
+    const WEIGHTS: usize = QK8_0;
+    const NAME: &'static str = "Q8_0";
+}
+
+impl WeightBlock for super::BlockQ4_0 {
+    const WEIGHTS: usize = super::QK4_0;
+    const NAME: &'static str = "Q4_0";
+}
+
+impl WeightBlock for super::BlockQ4K {
+    const WEIGHTS: usize = super::QK_K;
+    const NAME: &'static str = "Q4_K";
+}
+
+impl WeightBlock for super::BlockQ5K {
+    const WEIGHTS: usize = super::QK_K;
+    const NAME: &'static str = "Q5_K";
+}
+
+impl WeightBlock for super::BlockQ6K {
+    const WEIGHTS: usize = super::QK_K;
+    const NAME: &'static str = "Q6_K";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,8 +90,8 @@ pub(crate) mod q6_k;
 pub(crate) mod q8_k;
 pub(crate) mod quantize;
 
-pub use activation::{QuantizedBatch, QuantizedVector};
-pub use block::{BlockQ8_0, QK8_0};
+pub use activation::{ActForms, QuantizedBatch, QuantizedVector};
+pub use block::{BlockQ8_0, WeightBlock, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
 pub use kcommon::QK_K;
 pub use q4_0::{

@@ -456,6 +456,13 @@ impl Dispatch {
         }
     }
 
+    /// The Q4_0 x Q8_0 dot over activation blocks (block counts checked
+    /// by the caller).
+    #[inline]
+    pub(crate) fn dot_q4_0(self, w: &[crate::quant::BlockQ4_0], x: &[ActBlock]) -> f32 {
+        crate::quant::q4_0::dot_q4_0_act_blocks(w, x)
+    }
+
     /// The Q4_K x Q8_K dot (block counts checked by the caller).
     #[inline]
     pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {

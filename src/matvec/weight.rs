@@ -1,0 +1,336 @@
+//! Weight matrices of every supported type behind one enum, and the decode
+//! and prefill products over them.
+//!
+//! A file's projections need not share a type: Q4_K_M files hold Q4_K
+//! matrices beside Q6_K ones (`attn_v` and `ffn_down` in some layers), and
+//! every file some Q8_0 or float tensors. [`Weight`] is one borrowed
+//! matrix of any of them; its activation side is the Q8_0 form of a
+//! [`QuantizedVector`] for Q8_0 and Q4_0 weights and the Q8_K form for the
+//! K-quants ([`Weight::forms`] says which, so a caller quantizes an input
+//! once per form its products need).
+//!
+//! As for Q8_0, each output value is one whole dot product by one thread,
+//! so every backend and thread count gives the same bytes, and a prefill
+//! row equals the decode product of that row.
+
+use std::ops::Range;
+
+use crate::quant::dot::Dispatch;
+use crate::quant::{
+    ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, QuantizedBatch, QuantizedVector,
+};
+use crate::unsafe_core::prefetch::prefetch_read;
+
+use super::{BlockMatrix, Q8Matrix, ShapeError};
+
+/// How far ahead of the row being computed the decode products prefetch
+/// the weights they will read (the Q8_0 kernels' own distance).
+const PREFETCH_AHEAD: usize = 4096;
+
+/// A weight matrix of any type this crate runs, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub enum Weight<'a> {
+    /// GGML Q8_0.
+    Q8_0(Q8Matrix<'a>),
+    /// GGML Q4_0.
+    Q4_0(BlockMatrix<'a, BlockQ4_0>),
+    /// GGML Q4_K.
+    Q4K(BlockMatrix<'a, BlockQ4K>),
+    /// GGML Q5_K.
+    Q5K(BlockMatrix<'a, BlockQ5K>),
+    /// GGML Q6_K.
+    Q6K(BlockMatrix<'a, BlockQ6K>),
+}
+
+/// Calls `$e` with `$m` bound to the matrix of whichever variant.
+macro_rules! each {
+    ($w:expr, $m:ident => $e:expr) => {
+        match $w {
+            Weight::Q8_0($m) => $e,
+            Weight::Q4_0($m) => $e,
+            Weight::Q4K($m) => $e,
+            Weight::Q5K($m) => $e,
+            Weight::Q6K($m) => $e,
+        }
+    };
+}
+
+impl<'a> Weight<'a> {
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        each!(self, m => m.rows())
+    }
+
+    /// Input columns.
+    pub fn cols(&self) -> usize {
+        each!(self, m => m.cols())
+    }
+
+    /// Bytes of weights (what a decode product streams).
+    pub fn bytes(&self) -> usize {
+        each!(self, m => m.bytes())
+    }
+
+    /// GGML's name of the type (`"Q4_K"`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Weight::Q8_0(_) => "Q8_0",
+            Weight::Q4_0(_) => "Q4_0",
+            Weight::Q4K(_) => "Q4_K",
+            Weight::Q5K(_) => "Q5_K",
+            Weight::Q6K(_) => "Q6_K",
+        }
+    }
+
+    /// The activation form a product with this matrix reads.
+    pub fn forms(&self) -> ActForms {
+        match self {
+            Weight::Q8_0(_) | Weight::Q4_0(_) => ActForms::Q8_0,
+            Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => ActForms::Q8_K,
+        }
+    }
+
+    /// The forms the products of all of `ws` read.
+    pub fn forms_of(ws: &[Weight<'_>]) -> ActForms {
+        ws.iter()
+            .fold(ActForms::default(), |f, w| f.union(w.forms()))
+    }
+
+    /// The Q8_0 matrix, if this is one.
+    pub fn as_q8_0(&self) -> Option<&Q8Matrix<'a>> {
+        match self {
+            Weight::Q8_0(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Computes this matrix's rows `range` against `x` into `out`
+    /// (`range.len()` values): each one whole dot product with kernel `k`.
+    /// The activation forms were checked by the caller.
+    fn rows_into(&self, k: Dispatch, x: &QuantizedVector, range: Range<usize>, out: &mut [f32]) {
+        match self {
+            Weight::Q8_0(m) => k.matvec_q8(m.rows_blocks(range), m.blocks_per_row(), x.act(), out),
+            Weight::Q4_0(m) => rows_with(m, range, out, |row| k.dot_q4_0(row, x.act())),
+            Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
+            Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
+            Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k(row, x.k_act())),
+        }
+    }
+
+    /// Whether `x` holds the form this matrix's products read, at its width.
+    fn reads(&self, cols: usize, act: usize, k_act: usize) -> bool {
+        match self.forms() {
+            f if f.q8_k => k_act * crate::quant::QK_K == cols,
+            _ => act * crate::quant::QK8_0 == cols,
+        }
+    }
+}
+
+/// `out[i] = dot(row range.start + i)` for a row-at-a-time kernel,
+/// prefetching the weights a few KiB ahead as the Q8_0 kernels do.
+#[inline]
+fn rows_with<B: crate::quant::WeightBlock>(
+    m: &BlockMatrix<'_, B>,
+    range: Range<usize>,
+    out: &mut [f32],
+    dot: impl Fn(&[B]) -> f32,
+) {
+    let blocks = m.rows_blocks(range.clone());
+    let nb = m.blocks_per_row();
+    let row_bytes = nb * std::mem::size_of::<B>();
+    for (i, o) in out.iter_mut().enumerate() {
+        let row = &blocks[i * nb..(i + 1) * nb];
+        let start = i * row_bytes + PREFETCH_AHEAD;
+        for line in (0..row_bytes).step_by(64) {
+            prefetch_read(blocks, start + line);
+        }
+        *o = dot(row);
+    }
+}
+
+/// Checks the shapes of a stacked product: every matrix of `ws` as wide as
+/// `x` and with its form of `x` quantized, and `out` as long as their rows
+/// together.
+pub(crate) fn check_stacked_any(
+    ws: &[Weight<'_>],
+    x: &QuantizedVector,
+    out: &[f32],
+) -> Result<(), ShapeError> {
+    let mut rows = 0usize;
+    for w in ws {
+        if w.cols() != x.cols() || !w.reads(x.cols(), x.act().len(), x.k_act().len()) {
+            return Err(ShapeError::InputLength {
+                expected: w.cols(),
+                got: x.cols(),
+            });
+        }
+        rows = rows.saturating_add(w.rows());
+    }
+    if rows != out.len() {
+        return Err(ShapeError::OutputLength {
+            expected: rows,
+            got: out.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Computes the stacked rows `range` of `ws` into `out` (`range.len()`
+/// values), each row one whole dot product with kernel `k`.
+pub(crate) fn stacked_rows_any(
+    k: Dispatch,
+    ws: &[Weight<'_>],
+    x: &QuantizedVector,
+    range: Range<usize>,
+    out: &mut [f32],
+) {
+    let mut base = 0;
+    let mut done = 0;
+    for w in ws {
+        let (lo, hi) = (range.start.max(base), range.end.min(base + w.rows()));
+        if lo < hi {
+            let n = hi - lo;
+            w.rows_into(k, x, lo - base..hi - base, &mut out[done..done + n]);
+            done += n;
+        }
+        base += w.rows();
+    }
+}
+
+/// Checks a prefill product's shapes (as `matmul_q8_0` does), and that the
+/// batch holds the form `w` reads.
+pub(crate) fn check_batch_any(
+    w: &Weight<'_>,
+    xs: &QuantizedBatch,
+    out: &[f32],
+) -> Result<(), ShapeError> {
+    if xs.rows() > 0 {
+        let act = if xs.rows() > 0 {
+            xs.act_row(0).len()
+        } else {
+            0
+        };
+        if w.cols() != xs.cols() || !w.reads(xs.cols(), act, xs.k_row(0).len()) {
+            return Err(ShapeError::InputLength {
+                expected: w.cols(),
+                got: xs.cols(),
+            });
+        }
+    }
+    let expected = xs
+        .rows()
+        .checked_mul(w.rows())
+        .ok_or(ShapeError::OutputLength {
+            expected: usize::MAX,
+            got: out.len(),
+        })?;
+    if expected != out.len() {
+        return Err(ShapeError::OutputLength {
+            expected,
+            got: out.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Weight rows per tile of a non-Q8_0 prefill product: a tile is read from
+/// memory once and kept in L1 while every batch row runs against it.
+const TILE_ROWS: usize = 16;
+
+/// Computes weight rows `r0..r0 + len` of a non-Q8_0 `w` against every
+/// batch row, `segs[i][j] = dot(row r0 + j, batch row i)`, each exactly
+/// the decode product's value.
+pub(crate) fn matmul_rows_any(
+    k: Dispatch,
+    w: &Weight<'_>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+) {
+    let len = segs.first().map_or(0, |s| s.len());
+    for j0 in (0..len).step_by(TILE_ROWS) {
+        let tile = j0..len.min(j0 + TILE_ROWS);
+        for (i, seg) in segs.iter_mut().enumerate() {
+            for j in tile.clone() {
+                seg[j] = dot_row(k, w, r0 + j, xs, i);
+            }
+        }
+    }
+}
+
+/// Row `r` of `w` against batch row `i`.
+#[inline]
+fn dot_row(k: Dispatch, w: &Weight<'_>, r: usize, xs: &QuantizedBatch, i: usize) -> f32 {
+    match w {
+        Weight::Q8_0(m) => k.dot_q8(m.row(r), xs.act_row(i)),
+        Weight::Q4_0(m) => k.dot_q4_0(m.row(r), xs.act_row(i)),
+        Weight::Q4K(m) => k.dot_q4_k(m.row(r), xs.k_row(i)),
+        Weight::Q5K(m) => k.dot_q5_k(m.row(r), xs.k_row(i)),
+        Weight::Q6K(m) => k.dot_q6_k(m.row(r), xs.k_row(i)),
+    }
+}
+
+/// A prefill product `out = X W^T` on the calling thread, with kernel `k`,
+/// after the caller checked the shapes ([`check_batch_any`]).
+pub(crate) fn matmul_any_with(k: Dispatch, w: &Weight<'_>, xs: &QuantizedBatch, out: &mut [f32]) {
+    if w.rows() == 0 {
+        return;
+    }
+    match w {
+        Weight::Q8_0(m) => super::q8::matmul_q8_0_with(k, m, xs, out),
+        _ => {
+            let mut segs: Vec<&mut [f32]> = out.chunks_mut(w.rows()).collect();
+            matmul_rows_any(k, w, xs, 0, &mut segs);
+        }
+    }
+}
+
+/// [`matmul_any_with`] on rayon's current pool: tasks of [`TILE_ROWS`]
+/// weight rows, each for the whole batch (as `matmul_q8_0_rayon` does for
+/// Q8_0, which it calls), from `MATMUL_PAR_MIN_ROWS` batch rows; smaller
+/// batches run on the calling thread. Shapes checked by the caller.
+pub(crate) fn matmul_any_rayon(k: Dispatch, w: &Weight<'_>, xs: &QuantizedBatch, out: &mut [f32]) {
+    use rayon::prelude::*;
+    let rows = w.rows();
+    if xs.rows() < super::MATMUL_PAR_MIN_ROWS || rows == 0 {
+        return matmul_any_with(k, w, xs, out);
+    }
+    if let Weight::Q8_0(m) = w {
+        // Shapes are checked, so this cannot fail.
+        let _ = super::q8::matmul_q8_0_rayon(m, xs, out);
+        return;
+    }
+    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(TILE_ROWS))
+        .map(|_| Vec::with_capacity(xs.rows()))
+        .collect();
+    for out_row in out.chunks_mut(rows) {
+        for (task, seg) in tasks.iter_mut().zip(out_row.chunks_mut(TILE_ROWS)) {
+            task.push(seg);
+        }
+    }
+    tasks
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(t, mut segs)| matmul_rows_any(k, w, xs, t * TILE_ROWS, &mut segs));
+}
+
+/// The crate's one pooled matvec, behind
+/// [`matvec_q8_0_pool`](super::matvec_q8_0_pool) and the
+/// [`Pool`](crate::backend::Pool) backend: the stacked rows of `ws` (their
+/// outputs one matrix after another) split into one contiguous range per
+/// thread, each computed with kernel `k` straight into its range of `out`.
+///
+/// # Errors
+///
+/// As [`check_stacked_any`].
+pub(crate) fn matvec_pool_stacked(
+    pool: &crate::ThreadPool,
+    k: Dispatch,
+    ws: &[Weight<'_>],
+    x: &QuantizedVector,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    check_stacked_any(ws, x, out)?;
+    pool.for_each_chunk_mut(out, |rows, part| stacked_rows_any(k, ws, x, rows, part));
+    Ok(())
+}
