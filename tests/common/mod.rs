@@ -96,23 +96,12 @@ impl Edit {
         w.to_bytes().unwrap()
     }
 
-    /// Writes the file and reads it back through an aligned buffer.
+    /// The file in an aligned buffer, as a model file read from disk is
+    /// (no file is written, so tests running in parallel cannot race on
+    /// one).
     pub fn file(&self) -> GgufFile {
-        let bytes = self.bytes();
-        let dir = std::env::temp_dir().join(format!("inferno-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{:016x}.gguf", hash(&bytes)));
-        std::fs::write(&path, &bytes).unwrap();
-        let file = GgufFile::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        file
+        GgufFile::from_bytes(&self.bytes()).unwrap()
     }
-}
-
-fn hash(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
-        (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
-    })
 }
 
 /// f32 values of a little-endian f32 tensor.
