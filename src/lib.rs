@@ -60,7 +60,7 @@
 //! // 2. A weight as a zero-copy Q8_0 matrix, multiplied on the pool. The
 //! //    input is quantized once into a reused buffer.
 //! let model = Qwen3::load(&gguf)?;
-//! let w = &model.weights.layers[0].gate;
+//! let w = model.weights.layers[0].gate.as_q8_0().expect("the synthetic model is Q8_0");
 //! let mut x = QuantizedVector::new();
 //! x.quantize_from(&vec![0.5f32; w.cols()])?;
 //! let pool = ThreadPool::new(2)?;
