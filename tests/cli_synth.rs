@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use inferno_cpu::synth::{model_bytes, model_file_name, SynthConfig};
+use inferno_cpu::synth::{model_bytes, model_file_name, FileType, SynthConfig};
 
 /// A directory in the temp directory, removed on drop.
 struct TempDir(PathBuf);
@@ -71,7 +71,7 @@ fn default_out_is_the_cache_and_is_reused() {
     let dir = TempDir::new("cache");
     let o = synth(&["--config", "tiny"], &dir.0);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let path = dir.0.join(model_file_name("tiny", 0));
+    let path = dir.0.join(model_file_name("tiny", FileType::Q8_0, 0));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         path.to_str().unwrap()

@@ -9,7 +9,7 @@ use inferno_cpu::model::{
     argmax, KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions,
 };
 use inferno_cpu::sample::Sampler;
-use inferno_cpu::synth::{model_bytes, SynthConfig};
+use inferno_cpu::synth::{model_bytes, FileType, SynthConfig};
 
 fn run<B: Backend>(model: &Qwen3<'_>, b: B, kv: KvDtype, prefill: bool) -> Vec<u32> {
     let opts = SessionOptions {
@@ -210,6 +210,7 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
                 ..base.model.clone()
             },
             tied: true,
+            file_type: FileType::Q8_0,
         },
         // 4B: q width (8 x 64 = 512) wider than hidden (320), GQA 4:1, untied.
         SynthConfig {
@@ -222,6 +223,7 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
                 ..base.model.clone()
             },
             tied: false,
+            file_type: FileType::Q8_0,
         },
         // 8B: q width = hidden, GQA 4:1, untied.
         SynthConfig {
@@ -234,6 +236,7 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
                 ..base.model.clone()
             },
             tied: false,
+            file_type: FileType::Q8_0,
         },
     ];
     for cfg in layouts {

@@ -22,7 +22,7 @@ use inferno_cpu::gguf::{Array, GgmlType, GgufFile, Value};
 use inferno_cpu::model::{
     argmax, KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions,
 };
-use inferno_cpu::synth::SynthConfig;
+use inferno_cpu::synth::{FileType, SynthConfig};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/model_regressions")
@@ -102,6 +102,7 @@ fn small() -> Edit {
             context: 64,
         },
         tied: true,
+        file_type: FileType::Q8_0,
     };
     Edit::synth(&cfg)
         .remove("tokenizer.ggml.merges")

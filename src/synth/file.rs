@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::model::{model_len, write_model};
-use super::{SynthConfig, SynthError, FORMAT_VERSION};
+use super::{FileType, SynthConfig, SynthError, FORMAT_VERSION};
 use crate::gguf::{GgufFile, WriteError};
 
 /// Distinguishes the temporary files of concurrent writes in one process
@@ -131,15 +131,21 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     })
 }
 
-/// The cached file name of a named config and seed, e.g.
-/// `qwen3-0.6b-synth-s0-v1.gguf`: the [`FORMAT_VERSION`] in the name keeps
-/// files written by an older generator from being reused.
-pub fn model_file_name(cfg_name: &str, seed: u64) -> String {
-    format!("qwen3-{cfg_name}-synth-s{seed}-v{FORMAT_VERSION}.gguf")
+/// The cached file name of a named config, file type and seed, e.g.
+/// `qwen3-0.6b-synth-s0-v1.gguf` (Q8_0, the default type) or
+/// `qwen3-0.6b-q4_k_m-synth-s0-v1.gguf`: the [`FORMAT_VERSION`] in the name
+/// keeps files written by an older generator from being reused.
+pub fn model_file_name(cfg_name: &str, file_type: FileType, seed: u64) -> String {
+    let ty = match file_type {
+        FileType::Q8_0 => String::new(),
+        t => format!("-{t}"),
+    };
+    format!("qwen3-{cfg_name}{ty}-synth-s{seed}-v{FORMAT_VERSION}.gguf")
 }
 
-/// The path of the synthetic model `cfg_name` (`"tiny"` or `"0.6b"`) with
-/// `seed` in [`default_cache_dir`], written there first if needed.
+/// The path of the synthetic model `cfg_name` (`"tiny"`, `"small"` or
+/// `"0.6b"`) of `file_type` with `seed` in [`default_cache_dir`], written
+/// there first if needed.
 ///
 /// An existing file is reused when it parses as GGUF and has the length
 /// this version writes; anything else (a truncated or foreign file) is
@@ -153,15 +159,18 @@ pub fn model_file_name(cfg_name: &str, seed: u64) -> String {
 /// [`SynthError::Io`] (creating the directory or writing the file).
 pub fn cached_model(
     cfg_name: &str,
+    file_type: FileType,
     seed: u64,
     progress: impl FnMut(u64, u64),
 ) -> Result<PathBuf, SynthError> {
-    let cfg = SynthConfig::by_name(cfg_name).ok_or_else(|| SynthError::UnknownConfig {
-        name: cfg_name.to_owned(),
-    })?;
+    let cfg = SynthConfig::by_name(cfg_name)
+        .ok_or_else(|| SynthError::UnknownConfig {
+            name: cfg_name.to_owned(),
+        })?
+        .with_file_type(file_type);
     let dir = default_cache_dir().ok_or(SynthError::NoCacheDir)?;
     std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-    let path = dir.join(model_file_name(cfg_name, seed));
+    let path = dir.join(model_file_name(cfg_name, file_type, seed));
     if is_complete(&path, &cfg, seed)? {
         return Ok(path);
     }

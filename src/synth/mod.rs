@@ -27,6 +27,7 @@
 //! cache directory and reuses it afterwards.
 
 mod file;
+mod ftype;
 mod model;
 mod rng;
 pub mod vocab;
@@ -36,10 +37,12 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::gguf::WriteError;
+use crate::model::layout::keys;
 use crate::model::{ModelError, Qwen3Config};
 use crate::quant::QuantError;
 
 pub use file::{cached_model, default_cache_dir, model_file_name, write_model_file};
+pub use ftype::{FileType, UnknownFileType};
 pub use model::{model_bytes, write_model};
 pub use rng::SplitMix64;
 pub use vocab::{vocab, Vocab};
@@ -63,6 +66,8 @@ pub struct SynthConfig {
     /// Whether the output projection reuses the token embedding (no
     /// `output.weight` tensor).
     pub tied: bool,
+    /// The weights' storage types.
+    pub file_type: FileType,
 }
 
 /// Why a [`SynthConfig`] cannot be written.
@@ -144,6 +149,30 @@ impl SynthConfig {
                 context: 4096,
             },
             tied: true,
+            file_type: FileType::Q8_0,
+        }
+    }
+
+    /// A small 2-layer model whose widths are whole K-quant blocks (vocab
+    /// 512, hidden 256, ffn 768, 4 query and 2 key/value heads of 64):
+    /// about 2 MB in Q8_0, the smallest shape every [`FileType`] can
+    /// store, for tests of the quantized types.
+    pub fn small() -> Self {
+        Self {
+            model: Qwen3Config {
+                vocab: 512,
+                hidden: 256,
+                layers: 2,
+                ffn: 768,
+                heads: 4,
+                kv_heads: 2,
+                head_dim: 64,
+                rope_base: 1e6,
+                rms_eps: 1e-6,
+                context: 4096,
+            },
+            tied: true,
+            file_type: FileType::Q8_0,
         }
     }
 
@@ -165,13 +194,20 @@ impl SynthConfig {
                 context: 40_960,
             },
             tied: true,
+            file_type: FileType::Q8_0,
         }
     }
 
-    /// The named configuration: `"tiny"` or `"0.6b"`.
+    /// This configuration with its weights stored as `file_type`.
+    pub fn with_file_type(self, file_type: FileType) -> Self {
+        Self { file_type, ..self }
+    }
+
+    /// The named configuration: `"tiny"`, `"small"` or `"0.6b"`.
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "tiny" => Some(Self::tiny()),
+            "small" => Some(Self::small()),
             "0.6b" => Some(Self::qwen3_0_6b()),
             _ => None,
         }
@@ -180,9 +216,12 @@ impl SynthConfig {
     /// The size label written to `general.size_label`: the preset's name,
     /// or `custom`.
     fn label(&self) -> String {
-        if *self == Self::tiny() {
+        let plain = self.clone().with_file_type(FileType::Q8_0);
+        if plain == Self::tiny() {
             "tiny".into()
-        } else if *self == Self::qwen3_0_6b() {
+        } else if plain == Self::small() {
+            "small".into()
+        } else if plain == Self::qwen3_0_6b() {
             "0.6B".into()
         } else {
             "custom".into()
@@ -206,6 +245,24 @@ impl SynthConfig {
                 reason: other.to_string(),
             },
         })?;
+        if self.file_type.has_k_quants() {
+            let m = &self.model;
+            for (key, cols) in [
+                (keys::EMBEDDING_LENGTH, m.hidden),
+                (keys::FEED_FORWARD_LENGTH, m.ffn),
+                (keys::HEAD_COUNT, m.q_dim()),
+            ] {
+                if !cols.is_multiple_of(crate::quant::QK_K) {
+                    return Err(ConfigError::Invalid {
+                        key: key.to_string(),
+                        reason: format!(
+                            "{cols} columns is not a whole number of the {} file type's 256-weight blocks",
+                            self.file_type
+                        ),
+                    });
+                }
+            }
+        }
         if !(vocab::MIN_VOCAB..=MAX_VOCAB).contains(&self.model.vocab) {
             return Err(ConfigError::Vocab {
                 value: self.model.vocab,

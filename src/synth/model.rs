@@ -10,8 +10,10 @@ use super::vocab::{vocab, Vocab};
 use super::{SynthConfig, SynthError};
 use crate::gguf::{Array, GgmlType, TensorStream, Writer};
 use crate::model::layout::{keys, Shape};
-use crate::quant::{quantize_row_q8_0_into, QK8_0};
-use crate::BlockQ8_0;
+use crate::quant::{
+    quantize_row_q4_0_into, quantize_row_q4_k_into, quantize_row_q5_k_into, quantize_row_q6_k_into,
+    quantize_row_q8_0_into, QuantError,
+};
 
 /// Standard deviation of the weight matrices: small enough that the
 /// residual stream stays near unit scale through the layers.
@@ -48,8 +50,7 @@ fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>,
             ),
         )?;
     cfg.model.write_metadata(&mut w)?;
-    // 7: LLAMA_FTYPE_MOSTLY_Q8_0.
-    w.add_u32("general.file_type", 7)?
+    w.add_u32("general.file_type", cfg.file_type.code())?
         .add_u32("general.quantization_version", 2)?
         .add_str("tokenizer.ggml.model", "gpt2")?
         .add_str("tokenizer.ggml.pre", "qwen2")?
@@ -61,10 +62,7 @@ fn writer(cfg: &SynthConfig, seed: u64, vocab: Vocab) -> Result<Writer<'static>,
         .add_u32("tokenizer.ggml.padding_token_id", vocab.pad)?
         .add_bool("tokenizer.ggml.add_bos_token", false)?;
     for t in cfg.model.tensors(cfg.tied) {
-        let ty = match t.shape {
-            Shape::Matrix { .. } => GgmlType::Q8_0,
-            Shape::Vector(_) => GgmlType::F32,
-        };
+        let ty = cfg.file_type.tensor_type(&t, cfg.model.layers);
         w.declare_tensor(&t.name, ty, &t.shape.gguf_dims())?;
     }
     Ok(w)
@@ -110,7 +108,8 @@ pub fn write_model(
         let key = index as u64;
         match t.shape {
             Shape::Matrix { rows, cols } => {
-                write_matrix(&mut stream, seed, key, rows, cols, &mut progress)?
+                let ty = cfg.file_type.tensor_type(t, cfg.model.layers);
+                write_matrix(&mut stream, seed, key, ty, rows, cols, &mut progress)?
             }
             Shape::Vector(len) => {
                 let mut values = vec![0.0f32; len];
@@ -124,38 +123,76 @@ pub fn write_model(
     Ok(stream.finish()?)
 }
 
-/// Generates, quantizes and writes one Q8_0 matrix, a chunk of rows at a
-/// time; row `r` draws from stream `(seed, key, r)`.
+/// Generates, quantizes (to `ty`) and writes one matrix, a chunk of rows
+/// at a time; row `r` draws from stream `(seed, key, r)`, so a matrix's
+/// values are the same whatever type stores them.
 fn write_matrix<W: Write>(
     stream: &mut TensorStream<'_, '_, W>,
     seed: u64,
     key: u64,
+    ty: GgmlType,
     rows: usize,
     cols: usize,
     progress: &mut impl FnMut(u64, u64),
 ) -> Result<(), SynthError> {
-    let blocks_per_row = cols / QK8_0;
+    let row_bytes = ty
+        .bytes_for(cols as u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or(QuantError::RowNotWholeBlocks {
+            len: cols,
+            block: ty.block_size() as usize,
+        })?;
     let chunk_rows = (CHUNK_WEIGHTS / cols).max(1);
-    let mut blocks = vec![BlockQ8_0::default(); chunk_rows.min(rows) * blocks_per_row];
+    let mut bytes = vec![0u8; chunk_rows.min(rows) * row_bytes];
     let mut first = 0;
     while first < rows {
         let n = chunk_rows.min(rows - first);
-        let chunk = &mut blocks[..n * blocks_per_row];
+        let chunk = &mut bytes[..n * row_bytes];
         chunk
-            .par_chunks_mut(blocks_per_row)
+            .par_chunks_mut(row_bytes)
             .enumerate()
             .try_for_each_init(
                 || vec![0.0f32; cols],
                 |row, (i, out)| {
                     Rng::new(seed, key, (first + i) as u64).fill_normal(row, 0.0, WEIGHT_STD);
-                    quantize_row_q8_0_into(row, out)
+                    encode_row(ty, row, out)
                 },
             )?;
-        stream.write_data(bytemuck::cast_slice(chunk))?;
+        stream.write_data(chunk)?;
         progress(stream.bytes_written(), stream.total_len());
         first += n;
     }
     Ok(())
+}
+
+/// Stores `row` as `ty` into `out` (exactly one row's bytes), with the
+/// crate's reference quantizers (GGML's bytes, no importance matrix).
+fn encode_row(ty: GgmlType, row: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
+    fn blocks<B: bytemuck::Pod>(out: &mut [u8]) -> &mut [B] {
+        // Every block type here has alignment 1, and `out` is one row of
+        // whole blocks, so the cast cannot fail.
+        bytemuck::cast_slice_mut(out)
+    }
+    match ty {
+        GgmlType::Q8_0 => quantize_row_q8_0_into(row, blocks(out)),
+        GgmlType::Q4_0 => quantize_row_q4_0_into(row, blocks(out)),
+        GgmlType::Q4_K => quantize_row_q4_k_into(row, blocks(out)),
+        GgmlType::Q5_K => quantize_row_q5_k_into(row, blocks(out)),
+        GgmlType::Q6_K => quantize_row_q6_k_into(row, blocks(out)),
+        GgmlType::F16 => {
+            for (o, x) in out.chunks_exact_mut(2).zip(row) {
+                o.copy_from_slice(&half::f16::from_f32(*x).to_le_bytes());
+            }
+            Ok(())
+        }
+        // F32, the one other type a `FileType` names.
+        _ => {
+            for (o, x) in out.chunks_exact_mut(4).zip(row) {
+                o.copy_from_slice(&x.to_le_bytes());
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The whole model file in memory, for tests and small configurations

@@ -361,8 +361,18 @@ fn model_file_error_names_the_path() {
 
 #[test]
 fn cache_file_names_carry_config_seed_and_version() {
-    assert_eq!(model_file_name("0.6b", 0), "qwen3-0.6b-synth-s0-v1.gguf");
-    assert_eq!(model_file_name("tiny", 42), "qwen3-tiny-synth-s42-v1.gguf");
+    assert_eq!(
+        model_file_name("0.6b", FileType::Q8_0, 0),
+        "qwen3-0.6b-synth-s0-v1.gguf"
+    );
+    assert_eq!(
+        model_file_name("tiny", FileType::Q8_0, 42),
+        "qwen3-tiny-synth-s42-v1.gguf"
+    );
+    assert_eq!(
+        model_file_name("0.6b", FileType::Q4KM, 0),
+        "qwen3-0.6b-q4_k_m-synth-s0-v1.gguf"
+    );
 }
 
 /// Environment variables are process-wide, so every test that sets one is
@@ -375,21 +385,24 @@ fn cached_model_is_written_once_and_reused() {
     std::env::set_var("INFERNO_CACHE", &cache);
     assert_eq!(default_cache_dir(), Some(cache.clone()));
     assert!(matches!(
-        cached_model("huge", 0, |_, _| {}),
+        cached_model("huge", FileType::Q8_0, 0, |_, _| {}),
         Err(SynthError::UnknownConfig { .. })
     ));
     let mut writes = 0;
-    let path = cached_model("tiny", 9, |_, _| writes += 1).unwrap();
+    let path = cached_model("tiny", FileType::Q8_0, 9, |_, _| writes += 1).unwrap();
     assert!(writes > 0);
     assert_eq!(path, cache.join("qwen3-tiny-synth-s9-v1.gguf"));
     assert_eq!(std::fs::read(&path).unwrap(), tiny_bytes(9));
     let mut again = 0;
-    assert_eq!(cached_model("tiny", 9, |_, _| again += 1).unwrap(), path);
+    assert_eq!(
+        cached_model("tiny", FileType::Q8_0, 9, |_, _| again += 1).unwrap(),
+        path
+    );
     assert_eq!(again, 0, "a complete file is reused");
     // A truncated file is rewritten.
     let full = std::fs::read(&path).unwrap();
     std::fs::write(&path, &full[..full.len() / 2]).unwrap();
-    cached_model("tiny", 9, |_, _| again += 1).unwrap();
+    cached_model("tiny", FileType::Q8_0, 9, |_, _| again += 1).unwrap();
     assert!(again > 0);
     assert_eq!(std::fs::read(&path).unwrap(), full);
     std::env::remove_var("INFERNO_CACHE");

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use inferno_cpu::backend::{AnyBackend, BackendKind};
 use inferno_cpu::model::{KvDtype, Qwen3, Session, SessionOptions, Stats, Trace};
 use inferno_cpu::sample::Sampler;
+use inferno_cpu::synth::FileType;
 use serde_json::json;
 
 use crate::machine::{self, CpuTimes};
@@ -295,7 +296,7 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)])
 /// directory on first use (with a progress bar) and reused after.
 pub fn default_model() -> Result<PathBuf, CliError> {
     let mut bar: Option<indicatif::ProgressBar> = None;
-    let path = inferno_cpu::synth::cached_model("0.6b", 0, |done, total| {
+    let path = inferno_cpu::synth::cached_model("0.6b", FileType::Q8_0, 0, |done, total| {
         let b = bar.get_or_insert_with(|| {
             eprintln!("writing the default synthetic Qwen3-0.6B model (once)...");
             progress_bar(total)

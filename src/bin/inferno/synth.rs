@@ -10,17 +10,23 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use inferno_cpu::synth::{cached_model, write_model_file, SynthConfig, SynthError};
+use inferno_cpu::synth::{cached_model, write_model_file, FileType, SynthConfig, SynthError};
 
 use crate::CliError;
 
 /// Arguments of `inferno synth`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model shape: `tiny` (2 layers, ~0.5 MB) or `0.6b` (Qwen3-0.6B's
-    /// shapes, ~640 MB).
-    #[arg(long, default_value = "0.6b", value_parser = ["tiny", "0.6b"])]
+    /// Model shape: `tiny` (2 layers, ~0.5 MB), `small` (2 layers whose
+    /// widths suit every type, ~2 MB) or `0.6b` (Qwen3-0.6B's shapes,
+    /// ~640 MB in Q8_0).
+    #[arg(long, default_value = "0.6b", value_parser = ["tiny", "small", "0.6b"])]
     config: String,
+    /// Weight types, as llama.cpp names its file types: q8_0, f32, f16,
+    /// q4_0, q4_k_m, q5_k_m or q6_k (written with the crate's quantizers,
+    /// which give llama.cpp's bytes without an importance matrix).
+    #[arg(long = "type", default_value_t = FileType::Q8_0)]
+    file_type: FileType,
     /// Seed of the weights and vocabulary: the same seed gives the same
     /// file, byte for byte.
     #[arg(long, default_value_t = 0)]
@@ -58,9 +64,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .ok_or_else(|| SynthError::UnknownConfig {
                 name: args.config.clone(),
             })
-            .and_then(|cfg| write_model_file(&cfg, args.seed, path, progress))
+            .and_then(|cfg| {
+                let cfg = cfg.with_file_type(args.file_type);
+                write_model_file(&cfg, args.seed, path, progress)
+            })
             .map(|()| path.clone()),
-        None => cached_model(&args.config, args.seed, progress),
+        None => cached_model(&args.config, args.file_type, args.seed, progress),
     };
     let wrote = bar.length().is_some();
     bar.finish_and_clear();
