@@ -145,7 +145,7 @@ fn missing_and_mistyped_keys() {
     }
     let key = "qwen3.block_count";
     match load(&Edit::tiny().set(key, Value::String("28".into()))) {
-        Err(e @ ModelError::Gguf(GgufError::TypeMismatch { .. })) => {
+        Err(e @ ModelError::Gguf(GgufError::NotAnInteger { .. })) => {
             assert!(e.to_string().contains(key), "{e}")
         }
         other => panic!("{other:?}"),
@@ -373,7 +373,7 @@ fn size_keys_of_every_integer_type() {
             Value::Array(inferno_cpu::gguf::Array::U32(vec![v as u32])),
         ] {
             match load(&Edit::tiny().set(key, value.clone())) {
-                Err(e @ ModelError::Gguf(GgufError::TypeMismatch { .. })) => {
+                Err(e @ ModelError::Gguf(GgufError::NotAnInteger { .. })) => {
                     assert!(e.to_string().contains(key), "{e}")
                 }
                 other => panic!("{key} = {value:?}: {other:?}"),

@@ -195,20 +195,6 @@ fn wrong_value(u: &mut Unstructured<'_>) -> Result<Value> {
     })
 }
 
-fn as_int(v: &Value) -> Option<i128> {
-    Some(match *v {
-        Value::U8(x) => x.into(),
-        Value::I8(x) => x.into(),
-        Value::U16(x) => x.into(),
-        Value::I16(x) => x.into(),
-        Value::U32(x) => x.into(),
-        Value::I32(x) => x.into(),
-        Value::U64(x) => x.into(),
-        Value::I64(x) => x.into(),
-        _ => return None,
-    })
-}
-
 /// Bytes of a tensor of `ty` and `dims`, if the writer accepts the shape
 /// and it is small enough to build.
 fn size_of(ty: GgmlType, dims: &[u64]) -> Option<usize> {
@@ -333,7 +319,7 @@ impl Model {
         self.meta
             .iter()
             .find(|(k, _)| k == key)
-            .and_then(|(_, v)| as_int(v))
+            .and_then(|(_, v)| v.as_int())
     }
 
     fn put_tensor(&mut self, name: &str, ty: GgmlType, dims: &[u64], seed: u8) {
