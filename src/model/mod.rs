@@ -59,13 +59,16 @@ mod session;
 mod trace;
 mod weights;
 
+/// Re-exported from [`sample`](crate::sample), where it lives: greedy
+/// decoding takes `argmax` of each step's logits.
+pub use crate::sample::argmax;
 pub use chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 pub use config::Qwen3Config;
 pub use error::ModelError;
 pub use generate::{Stats, StopReason};
 pub use handle::{Model, ModelRef};
 pub use kv_cache::KvDtype;
-pub use session::{argmax, Session, SessionOptions, DEFAULT_MAX_POSITIONS, PREFILL_CHUNK};
+pub use session::{Session, SessionOptions, DEFAULT_MAX_POSITIONS, PREFILL_CHUNK};
 pub use trace::{Op, Trace};
 pub use weights::{Embedding, LayerWeights, Qwen3Weights};
 
