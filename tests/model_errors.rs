@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{f32s, Edit};
+use common::{f32s, tokens, Edit};
 use half::{bf16, f16};
 use inferno_cpu::backend::Simd;
 use inferno_cpu::gguf::{GgmlType, GgufError, Value};
@@ -297,11 +297,6 @@ fn vocab_size_and_token_list_must_match_the_embedding_rows() {
         "qwen3.vocab_size",
     );
     load(&Edit::tiny().set("qwen3.vocab_size", Value::I64(512))).unwrap();
-    let tokens = |n: usize| {
-        Value::Array(inferno_cpu::gguf::Array::String(
-            (0..n).map(|i| format!("t{i}")).collect(),
-        ))
-    };
     for n in [0, 511, 513] {
         invalid_key(
             Edit::tiny().set("tokenizer.ggml.tokens", tokens(n)),
