@@ -445,8 +445,9 @@ impl Entries {
     }
 }
 
-/// Reads an optional integer token id, of any integer type; an id beyond
-/// `i64` reads as `i64::MAX` (out of every vocabulary, like any other).
+/// Reads an optional integer token id, of any integer type; a `u64` id
+/// beyond `i64` reads as `i64::MAX`, which `set_special` then refuses as
+/// out of range.
 fn special_id(meta: &Metadata, key: &'static str) -> Result<Option<i64>, TokenizerError> {
     let Some(value) = meta.get(key) else {
         return Ok(None);
