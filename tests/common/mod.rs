@@ -4,6 +4,8 @@
 //! fuzz target shares.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use inferno_cpu::gguf::GgufFile;
 
 #[path = "../support/model_file.rs"]
@@ -12,12 +14,16 @@ mod model_file;
 pub use model_file::{tokens, Edit};
 
 impl Edit {
-    /// Writes the file and reads it back through an aligned buffer.
+    /// Writes the file and reads it back through an aligned buffer. Each
+    /// call writes its own path: tests run in parallel, and two of them
+    /// writing the same bytes to one path could read it half-written.
     pub fn file(&self) -> GgufFile {
+        static CALLS: AtomicU64 = AtomicU64::new(0);
         let bytes = self.bytes();
         let dir = std::env::temp_dir().join(format!("inferno-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{:016x}.gguf", hash(&bytes)));
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{:016x}-{call}.gguf", hash(&bytes)));
         std::fs::write(&path, &bytes).unwrap();
         let file = GgufFile::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
