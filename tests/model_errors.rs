@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{f32s, Edit};
+use common::{f32s, tokens, Edit};
 use half::{bf16, f16};
 use inferno_cpu::backend::Simd;
 use inferno_cpu::gguf::{GgmlType, GgufError, Value};
@@ -145,7 +145,7 @@ fn missing_and_mistyped_keys() {
     }
     let key = "qwen3.block_count";
     match load(&Edit::tiny().set(key, Value::String("28".into()))) {
-        Err(e @ ModelError::Gguf(GgufError::TypeMismatch { .. })) => {
+        Err(e @ ModelError::Gguf(GgufError::NotAnInteger { .. })) => {
             assert!(e.to_string().contains(key), "{e}")
         }
         other => panic!("{other:?}"),
@@ -297,11 +297,6 @@ fn vocab_size_and_token_list_must_match_the_embedding_rows() {
         "qwen3.vocab_size",
     );
     load(&Edit::tiny().set("qwen3.vocab_size", Value::I64(512))).unwrap();
-    let tokens = |n: usize| {
-        Value::Array(inferno_cpu::gguf::Array::String(
-            (0..n).map(|i| format!("t{i}")).collect(),
-        ))
-    };
     for n in [0, 511, 513] {
         invalid_key(
             Edit::tiny().set("tokenizer.ggml.tokens", tokens(n)),
@@ -373,7 +368,7 @@ fn size_keys_of_every_integer_type() {
             Value::Array(inferno_cpu::gguf::Array::U32(vec![v as u32])),
         ] {
             match load(&Edit::tiny().set(key, value.clone())) {
-                Err(e @ ModelError::Gguf(GgufError::TypeMismatch { .. })) => {
+                Err(e @ ModelError::Gguf(GgufError::NotAnInteger { .. })) => {
                     assert!(e.to_string().contains(key), "{e}")
                 }
                 other => panic!("{key} = {value:?}: {other:?}"),

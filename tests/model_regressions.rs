@@ -16,9 +16,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::Edit;
+use common::{tokens, Edit};
 use inferno_cpu::backend::Simd;
-use inferno_cpu::gguf::{Array, GgmlType, GgufFile, Value};
+use inferno_cpu::gguf::{GgmlType, GgufFile, Value};
 use inferno_cpu::model::{
     argmax, KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions,
 };
@@ -115,7 +115,6 @@ fn small() -> Edit {
 #[ignore = "regenerates tests/model_regressions/hostile-*.gguf"]
 fn write_hostile_files() {
     let q8 = |blocks: usize| vec![0u8; 34 * blocks];
-    let tokens = |n: usize| Value::Array(Array::String((0..n).map(|i| format!("t{i}")).collect()));
     let ints = [
         ("qwen3.embedding_length", Value::U8(32)),
         ("qwen3.block_count", Value::I8(1)),

@@ -11,53 +11,23 @@
 use std::sync::OnceLock;
 
 use inferno_cpu::backend::Simd;
-use inferno_cpu::gguf::{Array, GgmlType, Gguf, Value, Writer};
+use inferno_cpu::gguf::{Array, GgmlType, Gguf, Value};
 use inferno_cpu::model::layout::{keys, Role, Shape as LayoutShape};
 use inferno_cpu::model::{KvDtype, ModelError, Qwen3, Qwen3Config, Session, SessionOptions};
-use inferno_cpu::synth::{model_bytes, SynthConfig};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+
+// The editable model file the model tests use too (`tests/common/mod.rs`).
+#[path = "../../tests/support/model_file.rs"]
+#[allow(dead_code)]
+mod model_file;
+
+use model_file::{tokens, Edit, Tensor};
 
 /// Largest tensor (in bytes) an edit may create: keeps every execution
 /// fast and keeps the fuzzer's own allocations far below the limit that
 /// flags an allocation sized by the file.
 const MAX_TENSOR_BYTES: u64 = 1 << 21;
-
-type Tensor = (String, GgmlType, Vec<u64>, Vec<u8>);
-
-/// An editable model file: metadata and tensors in file order.
-#[derive(Clone)]
-struct Model {
-    meta: Vec<(String, Value)>,
-    tensors: Vec<Tensor>,
-}
-
-fn base() -> &'static Model {
-    static BASE: OnceLock<Model> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let bytes = model_bytes(&SynthConfig::tiny(), 7).expect("tiny model writes");
-        let g = Gguf::parse(&bytes).expect("tiny model parses");
-        Model {
-            meta: g
-                .metadata()
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-            tensors: g
-                .tensors()
-                .iter()
-                .map(|t| {
-                    (
-                        t.name.clone(),
-                        t.ggml_type,
-                        t.dims.clone(),
-                        g.data_of(t).to_vec(),
-                    )
-                })
-                .collect(),
-        }
-    })
-}
 
 const INT_KEYS: [&str; 9] = [
     keys::EMBEDDING_LENGTH,
@@ -73,11 +43,6 @@ const INT_KEYS: [&str; 9] = [
 const FLOAT_KEYS: [&str; 2] = [keys::ROPE_FREQ_BASE, keys::RMS_EPSILON];
 const ARCH: &str = keys::ARCHITECTURE;
 const TOKENS: &str = "tokenizer.ggml.tokens";
-
-/// A token list of `n` entries.
-fn tokens(n: u64) -> Value {
-    Value::Array(Array::String((0..n).map(|i| format!("t{i}")).collect()))
-}
 
 const INTERESTING_INTS: [i128; 32] = [
     0,
@@ -195,20 +160,6 @@ fn wrong_value(u: &mut Unstructured<'_>) -> Result<Value> {
     })
 }
 
-fn as_int(v: &Value) -> Option<i128> {
-    Some(match *v {
-        Value::U8(x) => x.into(),
-        Value::I8(x) => x.into(),
-        Value::U16(x) => x.into(),
-        Value::I16(x) => x.into(),
-        Value::U32(x) => x.into(),
-        Value::I32(x) => x.into(),
-        Value::U64(x) => x.into(),
-        Value::I64(x) => x.into(),
-        _ => return None,
-    })
-}
-
 /// Bytes of a tensor of `ty` and `dims`, if the writer accepts the shape
 /// and it is small enough to build.
 fn size_of(ty: GgmlType, dims: &[u64]) -> Option<usize> {
@@ -321,35 +272,24 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-impl Model {
-    fn set(&mut self, key: &str, value: Value) {
-        match self.meta.iter_mut().find(|(k, _)| k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.meta.push((key.to_string(), value)),
-        }
-    }
-
+/// The fuzz target's own edits of the shared editable file.
+impl Edit {
     fn get_int(&self, key: &str) -> Option<i128> {
-        self.meta
-            .iter()
-            .find(|(k, _)| k == key)
-            .and_then(|(_, v)| as_int(v))
+        self.get(key).and_then(Value::as_int)
     }
 
-    fn put_tensor(&mut self, name: &str, ty: GgmlType, dims: &[u64], seed: u8) {
+    /// Replaces (or adds) a tensor filled with [`fill`]'s data, if
+    /// [`size_of`] accepts its type and shape.
+    fn put_filled(&mut self, name: &str, ty: GgmlType, dims: &[u64], seed: u8) {
         let Some(len) = size_of(ty, dims) else { return };
-        let t = (name.to_string(), ty, dims.to_vec(), fill(ty, len, seed));
-        match self.tensors.iter_mut().find(|x| x.0 == name) {
-            Some(slot) => *slot = t,
-            None => self.tensors.push(t),
-        }
+        self.put_tensor(name, ty, dims, fill(ty, len, seed));
     }
 
     /// Replaces every weight and size key by those of a consistent model
     /// of other shapes.
     fn rebuild(&mut self, s: &Shape, seed: u8) {
         self.tensors.clear();
-        self.set(TOKENS, tokens(s.vocab));
+        self.put(TOKENS, tokens(s.vocab));
         let cfg = Qwen3Config {
             vocab: s.vocab as usize,
             hidden: s.hidden as usize,
@@ -371,7 +311,7 @@ impl Model {
             (keys::KEY_LENGTH, cfg.head_dim),
             (keys::VALUE_LENGTH, cfg.head_dim),
         ] {
-            self.set(k, Value::U32(v as u32));
+            self.put(k, Value::U32(v as u32));
         }
         let mut n = seed;
         for t in cfg.tensors(s.output.is_none()) {
@@ -382,7 +322,7 @@ impl Model {
                 _ => GgmlType::Q8_0,
             };
             n = n.wrapping_add(1);
-            self.put_tensor(&t.name, ty, &t.shape.gguf_dims(), n);
+            self.put_filled(&t.name, ty, &t.shape.gguf_dims(), n);
         }
     }
 
@@ -393,13 +333,13 @@ impl Model {
             0 | 1 => {
                 let key = *u.choose(&INT_KEYS)?;
                 let v = int_value(u, self.get_int(key))?;
-                self.set(key, v);
+                self.put(key, v);
             }
             // A float key set to NaN, infinity, zero, a negative, ...
             2 => {
                 let key = *u.choose(&FLOAT_KEYS)?;
                 let v = float_value(u)?;
-                self.set(key, v);
+                self.put(key, v);
             }
             // A key of the wrong type.
             3 => {
@@ -410,7 +350,7 @@ impl Model {
                 } else {
                     wrong_value(u)?
                 };
-                self.set(key, v);
+                self.put(key, v);
             }
             // A key removed.
             4 => {
@@ -438,7 +378,7 @@ impl Model {
                 let bs = ty.block_size();
                 dims[0] = dims[0].div_ceil(bs) * bs;
                 let name = self.tensors[i].0.clone();
-                self.put_tensor(&name, ty, &dims, i as u8);
+                self.put_filled(&name, ty, &dims, i as u8);
             }
             // A tensor reshaped.
             7 => {
@@ -467,7 +407,7 @@ impl Model {
                         dims[d] = dims[d].saturating_mul(2);
                     }
                 }
-                self.put_tensor(&name, ty, &dims, i as u8);
+                self.put_filled(&name, ty, &dims, i as u8);
             }
             // An output projection of any type and shape.
             8 => {
@@ -482,7 +422,7 @@ impl Model {
                 };
                 let dims = dims.to_vec();
                 let ty = *u.choose(&GGML_TYPES)?;
-                self.put_tensor("output.weight", ty, &dims, 99);
+                self.put_filled("output.weight", ty, &dims, 99);
             }
             // A tensor renamed to another layer (or another tensor).
             9 => {
@@ -547,12 +487,12 @@ impl Model {
                     3 => Value::Array(Array::U32(vec![0; rows as usize % 1024])),
                     _ => Value::String("tokens".into()),
                 };
-                self.set(TOKENS, v);
+                self.put(TOKENS, v);
             }
             // Another architecture.
             12 => {
                 let arch = *u.choose(&["llama", "", "Qwen3", "qwen3\0", "qwen2"])?;
-                self.set(ARCH, Value::String(arch.into()));
+                self.put(ARCH, Value::String(arch.into()));
             }
             // Layers added (copies of a layer present) or removed, with or
             // without block_count following.
@@ -579,22 +519,11 @@ impl Model {
                     }
                 }
                 if u.arbitrary()? {
-                    self.set("qwen3.block_count", Value::U32(n as u32));
+                    self.put("qwen3.block_count", Value::U32(n as u32));
                 }
             }
         }
         Ok(())
-    }
-
-    fn bytes(&self) -> Option<Vec<u8>> {
-        let mut w = Writer::new();
-        for (k, v) in &self.meta {
-            w.add(k, v.clone()).ok()?;
-        }
-        for (name, ty, dims, data) in &self.tensors {
-            w.add_tensor(name, *ty, dims, data.as_slice()).ok()?;
-        }
-        w.to_bytes().ok()
     }
 }
 
@@ -677,7 +606,7 @@ fn write_to() -> Option<&'static std::path::Path> {
 
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
-    let mut model = base().clone();
+    let mut model = Edit::tiny();
     let Ok(n) = u.int_in_range(0..=8u8) else {
         return;
     };
@@ -686,7 +615,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
-    let Some(bytes) = model.bytes() else { return };
+    let Ok(bytes) = model.try_bytes() else { return };
     if let Some(path) = write_to() {
         // Replaying an artifact with MODEL_LOAD_WRITE=path keeps the model
         // file it produced, for tests/model_regressions/.

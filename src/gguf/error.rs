@@ -273,6 +273,15 @@ pub enum GgufError {
         /// The type found.
         found: ValueType,
     },
+    /// A key asked for as an integer (any of the eight integer types) that
+    /// holds a float, bool, string or array.
+    #[error("metadata key `{key}` has type {found}, expected an integer")]
+    NotAnInteger {
+        /// The key.
+        key: String,
+        /// The type found.
+        found: ValueType,
+    },
     /// An array key whose elements have another type than asked for.
     #[error("metadata key `{key}` is an array of {found}, expected an array of {expected}")]
     ArrayTypeMismatch {

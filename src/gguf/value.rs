@@ -167,6 +167,29 @@ impl Value {
             Value::F64(_) => ValueType::F64,
         }
     }
+
+    /// The value as an integer if it holds one of the eight integer types
+    /// (`u8`, `i8`, `u16`, `i16`, `u32`, `i32`, `u64`, `i64`), widened
+    /// without loss; `None` for floats, bools, strings and arrays.
+    ///
+    /// Writers differ in the integer type they give a size or an id
+    /// (llama.cpp writes `u32`, other tools `u64` or `i32`), so readers
+    /// that accept any of them go through this one conversion.
+    pub fn as_int(&self) -> Option<i128> {
+        Some(match *self {
+            Value::U8(v) => v.into(),
+            Value::I8(v) => v.into(),
+            Value::U16(v) => v.into(),
+            Value::I16(v) => v.into(),
+            Value::U32(v) => v.into(),
+            Value::I32(v) => v.into(),
+            Value::U64(v) => v.into(),
+            Value::I64(v) => v.into(),
+            Value::F32(_) | Value::Bool(_) | Value::String(_) | Value::Array(_) | Value::F64(_) => {
+                return None
+            }
+        })
+    }
 }
 
 /// A metadata array. Each variant holds elements of one type, so an array
@@ -395,6 +418,22 @@ impl Metadata {
         get_f64 -> f64, F64;
     }
 
+    /// The value of `key` as an integer, whichever of the eight integer
+    /// types it has (see [`Value::as_int`]).
+    ///
+    /// # Errors
+    ///
+    /// [`GgufError::KeyNotFound`] if the key is absent,
+    /// [`GgufError::NotAnInteger`] (naming the key and the type found) if
+    /// it holds a float, bool, string or array.
+    pub fn get_int(&self, key: &str) -> Result<i128, GgufError> {
+        let value = self.require(key)?;
+        value.as_int().ok_or_else(|| GgufError::NotAnInteger {
+            key: key.to_owned(),
+            found: value.value_type(),
+        })
+    }
+
     /// The string value of `key`, e.g. `general.architecture`.
     ///
     /// # Errors
@@ -492,6 +531,51 @@ mod tests {
         assert!(matches!(m.get_u32("nope"), Err(GgufError::KeyNotFound { key }) if key == "nope"));
         assert_eq!(m.insert("a.count".into(), Value::U8(1)), Err(Value::U8(1)));
         assert_eq!(m.get_u32("a.count").unwrap(), 7);
+    }
+
+    #[test]
+    fn as_int_widens_every_integer_type_and_nothing_else() {
+        let ints = [
+            (Value::U8(u8::MAX), i128::from(u8::MAX)),
+            (Value::I8(i8::MIN), i128::from(i8::MIN)),
+            (Value::U16(u16::MAX), i128::from(u16::MAX)),
+            (Value::I16(i16::MIN), i128::from(i16::MIN)),
+            (Value::U32(u32::MAX), i128::from(u32::MAX)),
+            (Value::I32(-7), -7),
+            (Value::U64(u64::MAX), i128::from(u64::MAX)),
+            (Value::I64(i64::MIN), i128::from(i64::MIN)),
+        ];
+        for (value, n) in ints {
+            assert_eq!(value.as_int(), Some(n), "{value:?}");
+        }
+        for value in [
+            Value::F32(1.0),
+            Value::F64(2.0),
+            Value::Bool(true),
+            Value::String("3".into()),
+            Value::Array(Array::U32(vec![4])),
+        ] {
+            assert_eq!(value.as_int(), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn get_int_accepts_any_integer_type_and_names_a_non_integer() {
+        let mut m = table();
+        m.insert("a.neg".into(), Value::I8(-3)).unwrap();
+        assert_eq!(m.get_int("a.count").unwrap(), 7);
+        assert_eq!(m.get_int("a.neg").unwrap(), -3);
+        assert!(matches!(m.get_int("nope"), Err(GgufError::KeyNotFound { key }) if key == "nope"));
+        let err = m.get_int("a.name").unwrap_err();
+        assert!(matches!(
+            &err,
+            GgufError::NotAnInteger { key, found: ValueType::String } if key == "a.name"
+        ));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("a.name") && msg.contains("string") && msg.contains("integer"),
+            "{msg}"
+        );
     }
 
     #[test]

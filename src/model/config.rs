@@ -309,28 +309,7 @@ fn optional_dim(meta: &Metadata, key: &str) -> Result<Option<usize>, ModelError>
 
 /// An integer of any integer type if the key is present.
 fn optional_int(meta: &Metadata, key: &str) -> Result<Option<i128>, ModelError> {
-    let Some(value) = meta.get(key) else {
-        return Ok(None);
-    };
-    let n: i128 = match *value {
-        Value::U8(v) => v.into(),
-        Value::I8(v) => v.into(),
-        Value::U16(v) => v.into(),
-        Value::I16(v) => v.into(),
-        Value::U32(v) => v.into(),
-        Value::I32(v) => v.into(),
-        Value::U64(v) => v.into(),
-        Value::I64(v) => v.into(),
-        _ => {
-            return Err(GgufError::TypeMismatch {
-                key: key.to_string(),
-                expected: ValueType::U32,
-                found: value.value_type(),
-            }
-            .into())
-        }
-    };
-    Ok(Some(n))
+    Ok(meta.get(key).map(|_| meta.get_int(key)).transpose()?)
 }
 
 /// A float if the key is present, as `f32` or `f64`.

@@ -14,8 +14,10 @@ use super::ModelError;
 /// `F16` is llama.cpp's default and halves the bytes a long context reads
 /// per token. With it, the query and the softmax weights are rounded to
 /// `f16` before they meet the cache, as GGML rounds them, which keeps the
-/// logits within about 1e-3 of llama.cpp's. `F32` keeps every value in
-/// full precision.
+/// logits as close to llama.cpp's as the rest of the forward pass allows.
+/// `F32` keeps every value in full precision, so it leaves GGML's
+/// rounding (both errors, measured: the README's "Logits against
+/// llama.cpp").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum KvDtype {
     /// IEEE half precision (the default).

@@ -581,31 +581,3 @@ impl<B: Backend> State<B> {
         Ok(())
     }
 }
-
-/// The index of the largest value (the first one on ties; NaNs are
-/// skipped), as a token id. 0 for an empty slice.
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    let mut best_v = f32::NEG_INFINITY;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > best_v {
-            best = i;
-            best_v = v;
-        }
-    }
-    u32::try_from(best).unwrap_or(u32::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::argmax;
-
-    #[test]
-    fn argmax_takes_the_first_of_tied_values() {
-        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
-        assert_eq!(argmax(&[0.5; 7]), 0);
-        assert_eq!(argmax(&[-1.0, f32::NAN, 2.0, -0.0, 2.0]), 2);
-        assert_eq!(argmax(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), 0);
-        assert_eq!(argmax(&[]), 0);
-    }
-}

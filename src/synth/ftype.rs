@@ -86,7 +86,8 @@ impl FileType {
         let output = matches!(t.role, Role::Embedding | Role::LmHead);
         let more_bits = || {
             let i = t.layer.unwrap_or(0);
-            i < layers / 8 || i >= 7 * layers / 8 || (i >= layers / 8 && (i - layers / 8) % 3 == 2)
+            let (first, last) = (layers / 8, 7 * layers / 8);
+            i < first || i >= last || (i - first) % 3 == 2
         };
         match self {
             FileType::Q8_0 => GgmlType::Q8_0,

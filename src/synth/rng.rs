@@ -19,9 +19,9 @@
 
 /// SplitMix64: a tiny, fast generator whose outputs are fully specified
 /// (the same on every platform), for deterministic test and benchmark data,
-/// the sampler's draws, and seeding [`Rng`]. Its step is a bijection of a
-/// 64-bit counter, so nearby seeds give unrelated outputs. Not for
-/// cryptography.
+/// the sampler's draws, and seeding the crate-internal `xoshiro256**`
+/// generator of the synthetic weights. Its step is a bijection of a 64-bit
+/// counter, so nearby seeds give unrelated outputs. Not for cryptography.
 ///
 /// ```
 /// use inferno_cpu::synth::SplitMix64;

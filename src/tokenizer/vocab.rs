@@ -10,7 +10,7 @@ use super::bytelevel;
 use super::cache::MergeCache;
 use super::hash::SeededState;
 use super::{PreTokenizer, Tokenizer, TokenizerError};
-use crate::gguf::{Gguf, Metadata, Value};
+use crate::gguf::{Gguf, Metadata};
 
 /// Most tokens or merges a tokenizer may have: 64 times the largest real
 /// vocabularies (~260k), far below what ids (`u32`) can address; bounds the
@@ -445,23 +445,17 @@ impl Entries {
     }
 }
 
-/// Reads an optional integer token id.
+/// Reads an optional integer token id, of any integer type; a `u64` id
+/// beyond `i64` reads as `i64::MAX`, which `set_special` then refuses as
+/// out of range.
 fn special_id(meta: &Metadata, key: &'static str) -> Result<Option<i64>, TokenizerError> {
     let Some(value) = meta.get(key) else {
         return Ok(None);
     };
-    let id = match *value {
-        Value::U8(v) => i64::from(v),
-        Value::I8(v) => i64::from(v),
-        Value::U16(v) => i64::from(v),
-        Value::I16(v) => i64::from(v),
-        Value::U32(v) => i64::from(v),
-        Value::I32(v) => i64::from(v),
-        Value::U64(v) => i64::try_from(v).unwrap_or(i64::MAX),
-        Value::I64(v) => v,
-        _ => return Err(TokenizerError::SpecialIdType { key }),
-    };
-    Ok(Some(id))
+    let id = value
+        .as_int()
+        .ok_or(TokenizerError::SpecialIdType { key })?;
+    Ok(Some(i64::try_from(id).unwrap_or(i64::MAX)))
 }
 
 fn check_len(key: &'static str, len: usize) -> Result<(), TokenizerError> {

@@ -1,5 +1,5 @@
-//! `inferno bench`: decode speed of a Qwen3 model per backend and thread
-//! count, the seed's experiment, beside the machine's measured read
+//! `inferno bench`, the decode-speed experiment: decode speed of a Qwen3
+//! model per backend and thread count, beside the machine's measured read
 //! bandwidth.
 //!
 //! For each row: a fresh session prefills a prompt of `--prompt-tokens`

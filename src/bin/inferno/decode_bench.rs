@@ -1,7 +1,7 @@
-//! `inferno bench`'s decode sweep: the 197 Q8_0 matrix-vector products of
-//! one decoded Qwen3-0.6B token (7 per layer for 28 layers, plus the
-//! lm_head), on synthetic weights of the real shapes and size, per backend
-//! and thread count.
+//! The second part of `inferno bench --kernels`, its decode sweep: the 197
+//! Q8_0 matrix-vector products of one decoded Qwen3-0.6B token (7 per
+//! layer for 28 layers, plus the lm_head), on synthetic weights of the real
+//! shapes and size, per backend and thread count.
 //!
 //! Each row is named by the backend whose decode products it times:
 //! `simd` is `matvec_q8_0` on the calling thread, `pool` is

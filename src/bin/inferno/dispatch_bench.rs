@@ -1,6 +1,7 @@
-//! `inferno bench dispatch`: dispatch + join latency of an almost empty job
-//! on the persistent pool (warm, and with its workers parked) against
-//! rayon, back to back and in the decode pattern, measured side by side.
+//! The first part of `inferno bench --kernels`: dispatch + join latency of
+//! an almost empty job on the persistent pool (warm, and with its workers
+//! parked) against rayon, back to back and in the decode pattern, measured
+//! side by side (`--samples` timings per configuration).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
-//! `inferno generate`: text in, streamed text out, then the seed's
-//! metrics on stderr.
+//! `inferno generate`: text in, streamed text out, then the speed metrics
+//! on stderr (time to first token, decode tokens per second, per-step
+//! milliseconds).
 
 use std::io::Write as _;
 use std::ops::ControlFlow;

@@ -71,6 +71,10 @@ pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 
 /// An instruction set the dot kernels are written for.
 ///
+/// The public name of a dot kernel: what callers choose (the
+/// explicit-kernel methods below) and print. The crate-internal
+/// `Kernel::dispatch` turns it into the callable `Dispatch`.
+///
 /// Every variant exists on every target so code and tests can name them;
 /// [`is_available`](Self::is_available) says whether this CPU runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,7 +134,9 @@ impl Kernel {
 
     /// The kernel every matvec of this crate uses: detected on first call
     /// and cached for the life of the process. [`Kernel::Scalar`] if
-    /// [`FORCE_SCALAR_ENV`] was `1` at that first call.
+    /// [`FORCE_SCALAR_ENV`] was `1` at that first call. The choice is made
+    /// in one place, the crate-internal `selected()`, which caches it with
+    /// its `Dispatch`; this returns its kernel half.
     pub fn selected() -> Kernel {
         selected().0
     }
@@ -317,7 +323,10 @@ fn check_lengths(cols: usize, x_len: usize, rows: usize, out_len: usize) -> Resu
     Ok(())
 }
 
-/// The cached choice of [`Kernel::selected`], with its callable form.
+/// The kernel the crate uses and its callable form, chosen (by [`choose`])
+/// and cached on first call: the one place the choice is made.
+/// [`Kernel::selected`] returns the kernel half; the matvecs call the
+/// `Dispatch` half.
 pub(crate) fn selected() -> (Kernel, Dispatch) {
     static SELECTED: OnceLock<(Kernel, Dispatch)> = OnceLock::new();
     *SELECTED.get_or_init(|| {
@@ -337,7 +346,9 @@ fn choose(force_scalar: Option<&std::ffi::OsStr>) -> Kernel {
     }
 }
 
-/// A kernel together with the proof (a feature token) that it may run.
+/// A [`Kernel`] together with the CPU-feature token that proves it may
+/// run, built by [`Kernel::dispatch`] (only `Dispatch::Scalar`, which needs
+/// no token, is also named directly). What the matvecs call.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Dispatch {
     Scalar,
