@@ -103,6 +103,27 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_f32(self, w: &[f32], x: &[f32]) -> f32 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_f32_dot_matches_scalar

@@ -220,6 +220,58 @@ impl Kernel {
         Ok(k.dot_q6_k(w, x))
     }
 
+    /// [`dot_q4_k_q8_k`](Self::dot_q4_k_q8_k) of one weight row with four
+    /// activation rows: each result is that call's, bit for bit (NaN
+    /// payloads aside), and the kernel unpacks each weight block once for
+    /// the four rows, the form a prefill's matmul runs.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if a row holds another number of blocks than
+    /// `w`.
+    pub fn dot_q4_k_q8_k_x4(
+        self,
+        w: &[BlockQ4K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q4_k_x4(w, x))
+    }
+
+    /// [`dot_q5_k_q8_k`](Self::dot_q5_k_q8_k) of one weight row with four
+    /// activation rows, as [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    pub fn dot_q5_k_q8_k_x4(
+        self,
+        w: &[BlockQ5K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q5_k_x4(w, x))
+    }
+
+    /// [`dot_q6_k_q8_k`](Self::dot_q6_k_q8_k) of one weight row with four
+    /// activation rows, as [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    pub fn dot_q6_k_q8_k_x4(
+        self,
+        w: &[BlockQ6K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q6_k_x4(w, x))
+    }
+
     /// Dot product of two f32 slices, with this kernel (the f32 parts of
     /// `Avx512Vnni` and `AvxVnni` are that of `Avx2`, and `NeonDot`'s is
     /// that of `Neon`).
@@ -298,6 +350,14 @@ impl Kernel {
             _ => None,
         }
     }
+}
+
+/// Checks that each of four activation rows holds `nb` blocks.
+fn check_rows(nb: usize, x: [&[BlockQ8K]; 4]) -> Result<(), QuantError> {
+    for xi in x {
+        crate::quant::kcommon::check_blocks(nb, xi.len())?;
+    }
+    Ok(())
 }
 
 /// Checks a matvec's input and output lengths against the matrix.
@@ -495,6 +555,64 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().dot_q6_k(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks(w, x),
+        }
+    }
+
+    /// `[dot_q4_k(w, x[0]), .., dot_q4_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside): one weight row against four activation rows of a
+    /// prefill, each weight block unpacked once for the four.
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q4_k_x4(w, x),
+            _ => crate::quant::q4_k::dot_q4_k_blocks_x4(w, x),
+        }
+    }
+
+    /// `[dot_q5_k(w, x[0]), .., dot_q5_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside), as [`dot_q4_k_x4`](Self::dot_q4_k_x4).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k_x4(w, x),
+            _ => crate::quant::q5_k::dot_q5_k_blocks_x4(w, x),
+        }
+    }
+
+    /// `[dot_q6_k(w, x[0]), .., dot_q6_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside), as [`dot_q4_k_x4`](Self::dot_q4_k_x4).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_q6_k_x4(w, x),
+            _ => crate::quant::q6_k::dot_q6_k_blocks_x4(w, x),
         }
     }
 
@@ -1034,6 +1152,79 @@ mod tests {
                 let got = k.dot_q8_x4(&w, [&rows[0], &rows[1], &rows[2], &rows[3]]);
                 for (g, x) in got.iter().zip(&rows) {
                     prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits(), "{:?}", kernel);
+                }
+            });
+        }
+    }
+
+    /// Every available kernel's four-row K-quant forms give its
+    /// single-row dot's bits for each row, for 0 to 4 blocks of any bytes
+    /// (scales of any sign and magnitude, every level and scale code,
+    /// activations down to -128), and panic on rows of another length.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_k_x4_equals_dot_k() {
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        /// Blocks of a Pod type from bytes, with an f32 activation scale
+        /// from a small range where a block is a `BlockQ8K`.
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], nb: usize) -> Vec<B> {
+            let n = core::mem::size_of::<B>();
+            (0..nb)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * n..(b + 1) * n]))
+                .collect()
+        }
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_k_x4_equals_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let xs: Vec<Vec<BlockQ8K>> = (0..4)
+                    .map(|r| {
+                        let mut x: Vec<BlockQ8K> = blocks(&xraw[r * nb * 292..], nb);
+                        for (b, xb) in x.iter_mut().enumerate() {
+                            xb.d = ds[r * nb + b].0;
+                            xb.bsums = BlockQ8K::sums_of(&xb.qs);
+                        }
+                        x
+                    })
+                    .collect();
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                let mut w4: Vec<BlockQ4K> = blocks(&wraw, nb);
+                let mut w5: Vec<BlockQ5K> = blocks(&wraw, nb);
+                let mut w6: Vec<BlockQ6K> = blocks(&wraw, nb);
+                for b in 0..nb {
+                    let d = f16::from_f32(ds[b].1).to_le_bytes();
+                    let dmin = f16::from_f32(ds[nb + b].1).to_le_bytes();
+                    (w4[b].d, w4[b].dmin) = (d, dmin);
+                    (w5[b].d, w5[b].dmin) = (d, dmin);
+                    w6[b].d = d;
+                }
+                let (g4, g5, g6) = (k.dot_q4_k_x4(&w4, rows), k.dot_q5_k_x4(&w5, rows), k.dot_q6_k_x4(&w6, rows));
+                for (i, x) in rows.iter().enumerate() {
+                    prop_assert!(same(g4[i], k.dot_q4_k(&w4, x)), "{:?} q4_k row {}", kernel, i);
+                    prop_assert!(same(g5[i], k.dot_q5_k(&w5, x)), "{:?} q5_k row {}", kernel, i);
+                    prop_assert!(same(g6[i], k.dot_q6_k(&w6, x)), "{:?} q6_k row {}", kernel, i);
+                }
+                if nb > 0 {
+                    let short = &xs[1][..nb - 1];
+                    let bad = [rows[0], short, rows[2], rows[3]];
+                    prop_assert!(catch_unwind(|| k.dot_q4_k_x4(&w4, bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q5_k_x4(&w5, bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q6_k_x4(&w6, bad)).is_err());
                 }
             });
         }
