@@ -255,6 +255,48 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot
@@ -293,6 +335,48 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
             unsafe { avxvnni::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q6_k_x4(w, x) }
         }
 
         #[inline]

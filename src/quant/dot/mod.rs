@@ -40,6 +40,14 @@
 //! for the f32 kernels ([`f32_error_bound`]). `Avx2`, `Avx512Vnni` and
 //! `AvxVnni` produce identical lanes and combine them identically, so they
 //! agree bit for bit; so do `NeonDot` and `Neon`.
+//!
+//! The K-quant dots (Q4_K, Q5_K, Q6_K weights with Q8_K activations) follow
+//! the same plan: `Avx512Vnni` and `AvxVnni` build the AVX2 kernel's exact
+//! integer lanes with `vpdpwssd` (one instruction where AVX2 needs
+//! `vpmaddwd` and `vpaddd`) and combine them with the AVX2 kernel's f32
+//! operations, so all three agree bit for bit. Every kernel's four-row
+//! form (one weight row, four activation rows, for a prefill) runs its
+//! single-row dot's operations per row, so it returns the single-row bits.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -177,12 +185,13 @@ impl Kernel {
     }
 
     /// Dot product of a Q4_K weight row with Q8_K activations, with this
-    /// kernel: the AVX2 code for the x86 kernels (`Avx512Vnni` and
-    /// `AvxVnni` use it too), the scalar
-    /// [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k) otherwise. The AVX2
-    /// code sums in another order, so its result is within the scalar
-    /// kernel's error bound of the exact value rather than equal to the
-    /// scalar bits.
+    /// kernel: the AVX2 code for `Avx2`, the same code with `vpdpwssd` in
+    /// place of `vpmaddwd` + `vpaddd` for `Avx512Vnni` and `AvxVnni` (the
+    /// same integer lanes and f32 operations, so the same bits as `Avx2`),
+    /// the scalar [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k) otherwise.
+    /// The x86 code sums in another order, so its result is within the
+    /// scalar kernel's error bound of the exact value rather than equal to
+    /// the scalar bits.
     ///
     /// # Errors
     ///
@@ -523,9 +532,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q4_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q4_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q4_k(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks(w, x),
         }
     }
@@ -537,9 +546,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q5_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q5_k(w, x),
             _ => crate::quant::q5_k::dot_q5_k_blocks(w, x),
         }
     }
@@ -551,9 +560,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q6_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q6_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q6_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q6_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q6_k(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks(w, x),
         }
     }
@@ -571,9 +580,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q4_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_k_x4(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q4_k_x4(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q4_k_x4(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks_x4(w, x),
         }
     }
@@ -590,9 +599,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q5_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k_x4(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k_x4(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q5_k_x4(w, x),
             _ => crate::quant::q5_k::dot_q5_k_blocks_x4(w, x),
         }
     }
@@ -609,9 +618,9 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q6_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q6_k_x4(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q6_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q6_k_x4(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q6_k_x4(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks_x4(w, x),
         }
     }
@@ -1157,6 +1166,51 @@ mod tests {
         }
     }
 
+    /// Operands of the K-quant kernel tests from raw bytes: `nb` blocks of
+    /// Q4_K, Q5_K and Q6_K weights (the same bytes, with f16 scales from
+    /// `ds`) and four rows of Q8_K activations (their scales from `ds`,
+    /// their sums matching their bytes).
+    #[allow(clippy::type_complexity)]
+    fn k_operands(
+        nb: usize,
+        wraw: &[u8],
+        xraw: &[u8],
+        ds: &[(f32, f32)],
+    ) -> (
+        Vec<BlockQ4K>,
+        Vec<BlockQ5K>,
+        Vec<BlockQ6K>,
+        Vec<Vec<BlockQ8K>>,
+    ) {
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], nb: usize) -> Vec<B> {
+            let n = core::mem::size_of::<B>();
+            (0..nb)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * n..(b + 1) * n]))
+                .collect()
+        }
+        let xs: Vec<Vec<BlockQ8K>> = (0..4)
+            .map(|r| {
+                let mut x: Vec<BlockQ8K> = blocks(&xraw[r * nb * 292..], nb);
+                for (b, xb) in x.iter_mut().enumerate() {
+                    xb.d = ds[r * nb + b].0;
+                    xb.bsums = BlockQ8K::sums_of(&xb.qs);
+                }
+                x
+            })
+            .collect();
+        let mut w4: Vec<BlockQ4K> = blocks(wraw, nb);
+        let mut w5: Vec<BlockQ5K> = blocks(wraw, nb);
+        let mut w6: Vec<BlockQ6K> = blocks(wraw, nb);
+        for b in 0..nb {
+            let d = f16::from_f32(ds[b].1).to_le_bytes();
+            let dmin = f16::from_f32(ds[nb + b].1).to_le_bytes();
+            (w4[b].d, w4[b].dmin) = (d, dmin);
+            (w5[b].d, w5[b].dmin) = (d, dmin);
+            w6[b].d = d;
+        }
+        (w4, w5, w6, xs)
+    }
+
     /// Every available kernel's four-row K-quant forms give its
     /// single-row dot's bits for each row, for 0 to 4 blocks of any bytes
     /// (scales of any sign and magnitude, every level and scale code,
@@ -1169,14 +1223,6 @@ mod tests {
     fn dot_k_x4_equals_dot_k() {
         use proptest::prelude::*;
         use std::panic::catch_unwind;
-        /// Blocks of a Pod type from bytes, with an f32 activation scale
-        /// from a small range where a block is a `BlockQ8K`.
-        fn blocks<B: bytemuck::Pod>(raw: &[u8], nb: usize) -> Vec<B> {
-            let n = core::mem::size_of::<B>();
-            (0..nb)
-                .map(|b| bytemuck::pod_read_unaligned(&raw[b * n..(b + 1) * n]))
-                .collect()
-        }
         let case = (0usize..=4).prop_flat_map(|nb| {
             (
                 Just(nb),
@@ -1192,27 +1238,8 @@ mod tests {
                 continue;
             };
             proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
-                let xs: Vec<Vec<BlockQ8K>> = (0..4)
-                    .map(|r| {
-                        let mut x: Vec<BlockQ8K> = blocks(&xraw[r * nb * 292..], nb);
-                        for (b, xb) in x.iter_mut().enumerate() {
-                            xb.d = ds[r * nb + b].0;
-                            xb.bsums = BlockQ8K::sums_of(&xb.qs);
-                        }
-                        x
-                    })
-                    .collect();
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
                 let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
-                let mut w4: Vec<BlockQ4K> = blocks(&wraw, nb);
-                let mut w5: Vec<BlockQ5K> = blocks(&wraw, nb);
-                let mut w6: Vec<BlockQ6K> = blocks(&wraw, nb);
-                for b in 0..nb {
-                    let d = f16::from_f32(ds[b].1).to_le_bytes();
-                    let dmin = f16::from_f32(ds[nb + b].1).to_le_bytes();
-                    (w4[b].d, w4[b].dmin) = (d, dmin);
-                    (w5[b].d, w5[b].dmin) = (d, dmin);
-                    w6[b].d = d;
-                }
                 let (g4, g5, g6) = (k.dot_q4_k_x4(&w4, rows), k.dot_q5_k_x4(&w5, rows), k.dot_q6_k_x4(&w6, rows));
                 for (i, x) in rows.iter().enumerate() {
                     prop_assert!(same(g4[i], k.dot_q4_k(&w4, x)), "{:?} q4_k row {}", kernel, i);
@@ -1225,6 +1252,57 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.dot_q4_k_x4(&w4, bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_q5_k_x4(&w5, bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_q6_k_x4(&w6, bad)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The VNNI K-quant kernels give the AVX2 kernels' bits, single-row
+    /// and four-row, for 0 to 4 blocks of any bytes (every level, scale
+    /// and min code, scales of any sign, activations down to -128).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vnni_k_dots_equal_avx2() {
+        use proptest::prelude::*;
+        let Some(avx2) = Kernel::Avx2.dispatch() else {
+            eprintln!("vnni_k_dots_equal_avx2: skipped, the CPU lacks AVX2");
+            return;
+        };
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in [Kernel::Avx512Vnni, Kernel::AvxVnni] {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("vnni_k_dots_equal_avx2: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                for x in rows {
+                    prop_assert!(same(k.dot_q4_k(&w4, x), avx2.dot_q4_k(&w4, x)), "{:?} q4_k", kernel);
+                    prop_assert!(same(k.dot_q5_k(&w5, x), avx2.dot_q5_k(&w5, x)), "{:?} q5_k", kernel);
+                    prop_assert!(same(k.dot_q6_k(&w6, x), avx2.dot_q6_k(&w6, x)), "{:?} q6_k", kernel);
+                }
+                let pairs = [
+                    (k.dot_q4_k_x4(&w4, rows), avx2.dot_q4_k_x4(&w4, rows)),
+                    (k.dot_q5_k_x4(&w5, rows), avx2.dot_q5_k_x4(&w5, rows)),
+                    (k.dot_q6_k_x4(&w6, rows), avx2.dot_q6_k_x4(&w6, rows)),
+                ];
+                for (a, b) in pairs {
+                    for (u, v) in a.iter().zip(&b) {
+                        prop_assert!(same(*u, *v), "{:?} x4: {} vs {}", kernel, u, v);
+                    }
                 }
             });
         }
