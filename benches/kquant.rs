@@ -5,14 +5,15 @@
 //! `cargo bench --bench kquant`. Each timing is the best of many short
 //! repetitions (about a millisecond each) of wall time, so on a busy
 //! machine a repetition that was preempted does not count; printed as
-//! nanoseconds per (weight block x activation row), with the ratios.
+//! nanoseconds per (weight block x activation row): a K-quant block
+//! holds 256 weights, a Q4_0 block 32, with the ratios.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use inferno_cpu::quant::{
-    quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_k, BlockQ8K, Kernel,
-    QK_K,
+    quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_k,
+    BlockQ8K, Kernel, QuantizedVector, QK_K,
 };
 
 /// Blocks per row (4096 columns, a Qwen3 hidden size).
@@ -51,14 +52,14 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 
 /// Times one format: `single(kernel, row, x)` and `x4(kernel, row, xs)`
 /// over every row, printing ns per block-row pair.
-fn run<W>(
+fn run<W, X: ?Sized>(
     name: &str,
     rows: &[Vec<W>],
-    xs: &[Vec<BlockQ8K>],
-    single: impl Fn(Kernel, &[W], &[BlockQ8K]) -> f32,
-    x4: impl Fn(Kernel, &[W], [&[BlockQ8K]; 4]) -> [f32; 4],
+    xr: [&X; 4],
+    single: impl Fn(Kernel, &[W], &X) -> f32,
+    x4: impl Fn(Kernel, &[W], [&X; 4]) -> [f32; 4],
 ) {
-    let pairs = (PASSES * ROWS * NB * 4) as f64;
+    let pairs = (PASSES * rows.len() * rows[0].len() * 4) as f64;
     let mut avx2 = None;
     for kernel in [
         Kernel::Avx2,
@@ -71,7 +72,6 @@ fn run<W>(
         if !kernel.is_available() {
             continue;
         }
-        let xr = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
         let t1 = best(|| {
             for _ in 0..PASSES {
                 for r in rows {
@@ -111,22 +111,37 @@ fn main() {
     run(
         "Q4_K",
         &q4,
-        &xs,
+        [&xs[0][..], &xs[1], &xs[2], &xs[3]],
         |k, w, x| k.dot_q4_k_q8_k(w, x).unwrap(),
         |k, w, x| k.dot_q4_k_q8_k_x4(w, x).unwrap(),
     );
     run(
         "Q5_K",
         &q5,
-        &xs,
+        [&xs[0][..], &xs[1], &xs[2], &xs[3]],
         |k, w, x| k.dot_q5_k_q8_k(w, x).unwrap(),
         |k, w, x| k.dot_q5_k_q8_k_x4(w, x).unwrap(),
     );
     run(
         "Q6_K",
         &q6,
-        &xs,
+        [&xs[0][..], &xs[1], &xs[2], &xs[3]],
         |k, w, x| k.dot_q6_k_q8_k(w, x).unwrap(),
         |k, w, x| k.dot_q6_k_q8_k_x4(w, x).unwrap(),
+    );
+    let q40: Vec<_> = w.iter().map(|r| quantize_row_q4_0(r).unwrap()).collect();
+    let xq: Vec<QuantizedVector> = (0..4)
+        .map(|i| {
+            let mut q = QuantizedVector::new();
+            q.quantize_from(&values(100 + i, cols)).unwrap();
+            q
+        })
+        .collect();
+    run(
+        "Q4_0",
+        &q40,
+        [&xq[0], &xq[1], &xq[2], &xq[3]],
+        |k, w, x| k.dot_q4_0(w, x).unwrap(),
+        |k, w, x| k.dot_q4_0_x4(w, x).unwrap(),
     );
 }

@@ -29,6 +29,7 @@ mod x86 {
     use crate::quant::activation::{ActBlock, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
+    use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
@@ -64,6 +65,20 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::dot_q8_x4_equals_dot_q8
             unsafe { avx2::dot_q8_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx2::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx2::dot_q4_0_x4(w, x) }
         }
 
         #[inline]
@@ -297,6 +312,20 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx512vnni::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx512vnni::dot_q4_0_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot
@@ -377,6 +406,20 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
             unsafe { avxvnni::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avxvnni::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avxvnni::dot_q4_0_x4(w, x) }
         }
 
         #[inline]

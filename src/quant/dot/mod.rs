@@ -62,6 +62,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
+use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
 use super::q6_k::BlockQ6K;
@@ -281,6 +282,44 @@ impl Kernel {
         Ok(k.dot_q6_k_x4(w, x))
     }
 
+    /// Dot product of a Q4_0 weight row with a quantized activation, with
+    /// this kernel. The x86 kernels sum in the Q8_0 kernels' order, so
+    /// their result is within [`q8_0_error_bound`]'s distance (with the
+    /// Q4_0 levels as weights) of the scalar
+    /// [`dot_q4_0_act`](crate::quant::dot_q4_0_act), not its bits; the
+    /// three x86 kernels give the same bits.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x.cols() / 32` blocks.
+    pub fn dot_q4_0(self, w: &[BlockQ4_0], x: &QuantizedVector) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_cols(w.len() * QK4_0, x.cols())?;
+        Ok(k.dot_q4_0(w, x.act()))
+    }
+
+    /// [`dot_q4_0`](Self::dot_q4_0) of one weight row with four quantized
+    /// activations: each result is that call's, bit for bit (NaN payloads
+    /// aside), with each weight block unpacked once for the four.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x[i].cols() / 32`
+    /// blocks for some `i`.
+    pub fn dot_q4_0_x4(
+        self,
+        w: &[BlockQ4_0],
+        x: [&QuantizedVector; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        for xi in x {
+            check_cols(w.len() * QK4_0, xi.cols())?;
+        }
+        Ok(k.dot_q4_0_x4(w, x.map(|xi| xi.act())))
+    }
+
     /// Dot product of two f32 slices, with this kernel (the f32 parts of
     /// `Avx512Vnni` and `AvxVnni` are that of `Avx2`, and `NeonDot`'s is
     /// that of `Neon`).
@@ -359,6 +398,14 @@ impl Kernel {
             _ => None,
         }
     }
+}
+
+/// Checks an activation's length against a weight row's.
+fn check_cols(expected: usize, got: usize) -> Result<(), ShapeError> {
+    if expected != got {
+        return Err(ShapeError::InputLength { expected, got });
+    }
+    Ok(())
 }
 
 /// Checks that each of four activation rows holds `nb` blocks.
@@ -522,6 +569,54 @@ impl Dispatch {
             Dispatch::NeonDot(t) => t.matvec_q8(w, nb, x, out),
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.matvec_q8(w, nb, x, out),
+        }
+    }
+
+    /// The Q4_0 x Q8_0 dot: the x86 kernels' lanes and f32 sums are those
+    /// of the Q8_0 kernels (all three give the same bits); the scalar
+    /// kernel is `q4_0::dot_q4_0_act_blocks`.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_0(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_0(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q4_0(w, x),
+            _ => {
+                assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
+                crate::quant::q4_0::dot_q4_0_act_blocks(w, x)
+            }
+        }
+    }
+
+    /// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit (NaN
+    /// payloads aside; the x86 kernels unpack each weight block once, the
+    /// scalar one makes four calls).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q4_0_x4(w, x),
+            _ => {
+                for xi in x {
+                    assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");
+                }
+                x.map(|xi| self.dot_q4_0(w, xi))
+            }
         }
     }
 
@@ -1303,6 +1398,77 @@ mod tests {
                     for (u, v) in a.iter().zip(&b) {
                         prop_assert!(same(*u, *v), "{:?} x4: {} vs {}", kernel, u, v);
                     }
+                }
+            });
+        }
+    }
+
+    /// Every available kernel's Q4_0 dot is within the Q8_0 kernels' error
+    /// bound of the scalar kernel (with the levels `-8..=7` as weights), its
+    /// four-row form gives its single-row bits for each row, the x86
+    /// kernels agree bit for bit, and rows of another length panic; for
+    /// 0 to 9 blocks (pairs and a last odd block) of any nibbles and scales
+    /// of either sign.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_q4_0_kernels_agree() {
+        use crate::quant::q4_0::dot_q4_0_act_blocks;
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let weights = (0usize..10)
+            .prop_flat_map(|nb| prop::collection::vec((any::<[u8; 16]>(), -2.0f32..2.0), nb));
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let x86 = Kernel::Avx2.dispatch();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_q4_0_kernels_agree: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|(w in weights.clone(), seed in any::<u32>())| {
+                let w: Vec<BlockQ4_0> = w
+                    .iter()
+                    .map(|(qs, d)| BlockQ4_0 { d: f16::from_f32(*d).to_le_bytes(), qs: *qs })
+                    .collect();
+                let rows: Vec<Vec<ActBlock>> = (0..4u32)
+                    .map(|r| {
+                        (0..w.len())
+                            .map(|b| {
+                                let v: [f32; QK8_0] = core::array::from_fn(|i| {
+                                    let h = (seed ^ (r * 7919 + b as u32 * 31 + i as u32)).wrapping_mul(2_654_435_761);
+                                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                                });
+                                ActBlock::quantize(&v)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let x4 = [&rows[0][..], &rows[1], &rows[2], &rows[3]];
+                let got = k.dot_q4_0_x4(&w, x4);
+                for (g, x) in got.iter().zip(x4) {
+                    let single = k.dot_q4_0(&w, x);
+                    prop_assert!(same(*g, single), "{:?}: x4 {} vs {}", kernel, g, single);
+                    let scalar = dot_q4_0_act_blocks(&w, x);
+                    let s: f64 = w.iter().zip(x).map(|(wb, xb)| {
+                        let d = f64::from(wb.scale_f32()) * f64::from(xb.d);
+                        let abs: i64 = wb.levels().iter().zip(&xb.qs)
+                            .map(|(&a, &b)| i64::from(a).abs() * i64::from(b).abs())
+                            .sum();
+                        d.abs() * abs as f64
+                    }).sum();
+                    let bound = 2.0 * gamma(w.len() + 6) * s;
+                    let diff = (f64::from(single) - f64::from(scalar)).abs();
+                    prop_assert!(diff <= bound, "{:?}: {} vs {}: {} > {}", kernel, single, scalar, diff, bound);
+                    if let (Some(a), Kernel::Avx512Vnni | Kernel::AvxVnni) = (x86, kernel) {
+                        prop_assert!(same(single, a.dot_q4_0(&w, x)), "{:?} vs AVX2", kernel);
+                    }
+                }
+                if !w.is_empty() {
+                    let short = &rows[2][1..];
+                    prop_assert!(catch_unwind(|| k.dot_q4_0_x4(&w, [x4[0], x4[1], short, x4[3]])).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q4_0(&w, short)).is_err());
                 }
             });
         }

@@ -23,6 +23,7 @@ use half::f16;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
+use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
@@ -442,6 +443,18 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 }
 
 k_kernels!("avx2,fma,f16c");
+
+/// Q4_0 lanes (`q4_0_kernels!`): `vpmaddubsw` of the unsigned levels by the
+/// activations, `vpmaddwd` by ones, plus the activation's `-8 * sum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
+    let qx: __m256i = bytemuck::cast(x.qs);
+    let pairs = _mm256_maddubs_epi16(q, qx);
+    _mm256_add_epi32(q4_0_bias(x), _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+q4_0_kernels!("avx2,fma,f16c");
 
 /// Sum of eight `i32` lanes (wrapping; callers stay far from overflow).
 #[inline]

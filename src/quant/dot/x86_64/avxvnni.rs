@@ -7,6 +7,7 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::ActBlock;
 use crate::quant::block::BlockQ8_0;
+use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
@@ -46,3 +47,13 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 }
 
 k_kernels!("avx2,fma,f16c,avxvnni");
+
+/// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by
+/// the activations onto the activation's `-8 * sum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
+    _mm256_dpbusd_avx_epi32(q4_0_bias(x), q, bytemuck::cast(x.qs))
+}
+
+q4_0_kernels!("avx2,fma,f16c,avxvnni");

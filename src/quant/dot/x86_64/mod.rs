@@ -455,6 +455,120 @@ macro_rules! k_kernels {
     };
 }
 
+/// The Q4_0 kernels (Q4_0 weights with Q8_0 activations) of one x86
+/// instruction set, given that module's `q4_lanes(nibbles, x) -> __m256i`,
+/// compiled with `$features` so everything inlines.
+///
+/// A block's 16 bytes unpack into 32 unsigned levels `0..=15` (low nibbles
+/// then high nibbles, the block's weight order); `q4_lanes` returns eight
+/// exact `i32` lanes, lane `m` holding `sum (q - 8) * x` over bytes
+/// `4m..4m + 4`: AVX2 as `vpmaddubsw` (unsigned levels by signed
+/// activations, pairs at most `2 * 15 * 128`, no saturation) and
+/// `vpmaddwd` by ones, VNNI as one `vpdpbusd`, both starting from the
+/// activation's `-8 * (x[4m] + .. + x[4m + 3])` (its stored `-128 * sum`
+/// shifted right by 4, exact), so the lanes are the same integers in every
+/// instruction set, for any activation byte. The f32 part is the Q8_0
+/// kernels': `(d_w * d_x) * f32(lanes)` fused into two accumulators that
+/// alternate between even and odd blocks, one fixed horizontal sum; so the
+/// VNNI kernels return the AVX2 kernel's bits, and the four-row form,
+/// which runs the same operations per row with each weight block unpacked
+/// once, returns the single-row bits.
+macro_rules! q4_0_kernels {
+    ($features:literal) => {
+        /// The 32 levels `0..=15` of a Q4_0 block, in weight order.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_prep(w: &BlockQ4_0) -> __m256i {
+            let bits: __m128i = bytemuck::cast(w.qs);
+            let low4 = _mm_set1_epi8(0x0f);
+            _mm256_set_m128i(
+                _mm_and_si128(_mm_srli_epi16::<4>(bits), low4),
+                _mm_and_si128(bits, low4),
+            )
+        }
+
+        /// The f16 scale of a Q4_0 block, widened, in all eight lanes
+        /// (built from a broadcast; see `avx2::scale8` for why).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_scale8(w: &BlockQ4_0) -> __m256 {
+            let h = _mm_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(w.d)));
+            _mm256_set_m128(h, h)
+        }
+
+        /// `-8 * (x[4m] + .. + x[4m + 3])` in lane `m`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_bias(x: &ActBlock) -> __m256i {
+            _mm256_srai_epi32::<4>(bytemuck::cast(x.neg_bias))
+        }
+
+        /// One Q4_0 block's term added to `acc`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_fma(acc: __m256, q: __m256i, d8: __m256, x: &ActBlock) -> __m256 {
+            let d = _mm256_mul_ps(d8, _mm256_set1_ps(x.d));
+            _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_lanes(q, x)), acc)
+        }
+
+        /// Q4_0 x Q8_0 dot product (see `quant::dot_q4_0_act` for the
+        /// scalar reference, whose f32 sums are ordered otherwise: this
+        /// result is within the Q8_0 kernels' error bound of it, not its
+        /// bits).
+        ///
+        /// # Panics
+        ///
+        /// If `w.len() != x.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_0(w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
+            let (w2, w_rest) = w.as_chunks::<2>();
+            let (x2, x_rest) = x.as_chunks::<2>();
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
+                acc0 = q4_0_fma(acc0, q4_0_prep(wa), q4_0_scale8(wa), xa);
+                acc1 = q4_0_fma(acc1, q4_0_prep(wb), q4_0_scale8(wb), xb);
+            }
+            if let ([wl], [xl]) = (w_rest, x_rest) {
+                acc0 = q4_0_fma(acc0, q4_0_prep(wl), q4_0_scale8(wl), xl);
+            }
+            super::avx2::hsum(_mm256_add_ps(acc0, acc1))
+        }
+
+        /// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit (NaN
+        /// payloads aside), unpacking each weight block once.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len() != w.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_0_x4(w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            for xi in x {
+                assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");
+            }
+            let mut even = [_mm256_setzero_ps(); 4];
+            let mut odd = [_mm256_setzero_ps(); 4];
+            let (w2, w_rest) = w.as_chunks::<2>();
+            for (k, [wa, wb]) in w2.iter().enumerate() {
+                let (pa, pb) = (q4_0_prep(wa), q4_0_prep(wb));
+                let (da, db) = (q4_0_scale8(wa), q4_0_scale8(wb));
+                for i in 0..4 {
+                    even[i] = q4_0_fma(even[i], pa, da, &x[i][2 * k]);
+                    odd[i] = q4_0_fma(odd[i], pb, db, &x[i][2 * k + 1]);
+                }
+            }
+            if let [wl] = w_rest {
+                let (p, d) = (q4_0_prep(wl), q4_0_scale8(wl));
+                for i in 0..4 {
+                    even[i] = q4_0_fma(even[i], p, d, &x[i][w.len() - 1]);
+                }
+            }
+            core::array::from_fn(|i| super::avx2::hsum(_mm256_add_ps(even[i], odd[i])))
+        }
+    };
+}
+
 pub(crate) mod avx2;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;
