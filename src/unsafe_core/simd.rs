@@ -438,7 +438,11 @@ mod arm {
 
     use crate::quant::activation::ActBlock;
     use crate::quant::block::BlockQ8_0;
-    use crate::quant::dot::aarch64::{neon, neon_dot};
+    use crate::quant::dot::aarch64::{kquant, neon, neon_dot};
+    use crate::quant::q4_k::BlockQ4K;
+    use crate::quant::q5_k::BlockQ5K;
+    use crate::quant::q6_k::BlockQ6K;
+    use crate::quant::q8_k::BlockQ8K;
 
     /// `sdot`: to each `i32` lane `k` of `acc`, adds the dot product of the
     /// signed bytes `4k..4k + 4` of `a` and of `b` (wrapping, like the
@@ -504,6 +508,48 @@ mod arm {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::neon_matvec_matches_dot
             unsafe { neon::matvec_q8(w, nb, x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q6_k_x4(w, x) }
         }
 
         #[inline]

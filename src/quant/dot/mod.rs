@@ -45,7 +45,10 @@
 //! the same plan: `Avx512Vnni` and `AvxVnni` build the AVX2 kernel's exact
 //! integer lanes with `vpdpwssd` (one instruction where AVX2 needs
 //! `vpmaddwd` and `vpaddd`) and combine them with the AVX2 kernel's f32
-//! operations, so all three agree bit for bit. Every kernel's four-row
+//! operations, so all three agree bit for bit; `Neon` and `NeonDot` build
+//! the scalar kernel's eight integer lanes with NEON and then run the
+//! scalar kernel's f32 operations, so they return the scalar bits. Every
+//! kernel's four-row
 //! form (one weight row, four activation rows, for a prefill) runs its
 //! single-row dot's operations per row, so it returns the single-row bits.
 
@@ -189,10 +192,11 @@ impl Kernel {
     /// kernel: the AVX2 code for `Avx2`, the same code with `vpdpwssd` in
     /// place of `vpmaddwd` + `vpaddd` for `Avx512Vnni` and `AvxVnni` (the
     /// same integer lanes and f32 operations, so the same bits as `Avx2`),
-    /// the scalar [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k) otherwise.
-    /// The x86 code sums in another order, so its result is within the
-    /// scalar kernel's error bound of the exact value rather than equal to
-    /// the scalar bits.
+    /// NEON code with the scalar [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k)'s
+    /// bits for `Neon` and `NeonDot`, the scalar kernel otherwise. The x86
+    /// code sums in another order, so its result is within the scalar
+    /// kernel's error bound of the exact value rather than equal to the
+    /// scalar bits.
     ///
     /// # Errors
     ///
@@ -525,6 +529,7 @@ impl Dispatch {
     /// their paired layout where the kernel has a 512-bit form (AVX-512
     /// VNNI), else from `x`.
     #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn dot_q8_x4_pairs(
         self,
         w: &[BlockQ8_0],
@@ -541,6 +546,7 @@ impl Dispatch {
     /// `[dot_q8_x4_pairs(w[0], ..), dot_q8_x4_pairs(w[1], ..)]`, bit for
     /// bit: two weight rows against the same four activation rows.
     #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn dot_q8_2x4_pairs(
         self,
         w: [&[BlockQ8_0]; 2],
@@ -630,6 +636,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q4_k(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_k(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks(w, x),
         }
     }
@@ -644,6 +654,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q5_k(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q5_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q5_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q5_k(w, x),
             _ => crate::quant::q5_k::dot_q5_k_blocks(w, x),
         }
     }
@@ -658,6 +672,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q6_k(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q6_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q6_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q6_k(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks(w, x),
         }
     }
@@ -678,6 +696,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q4_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_k_x4(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks_x4(w, x),
         }
     }
@@ -697,6 +719,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q5_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q5_k_x4(w, x),
             _ => crate::quant::q5_k::dot_q5_k_blocks_x4(w, x),
         }
     }
@@ -716,6 +742,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q6_k_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q6_k_x4(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks_x4(w, x),
         }
     }
@@ -1469,6 +1499,44 @@ mod tests {
                     let short = &rows[2][1..];
                     prop_assert!(catch_unwind(|| k.dot_q4_0_x4(&w, [x4[0], x4[1], short, x4[3]])).is_err());
                     prop_assert!(catch_unwind(|| k.dot_q4_0(&w, short)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The NEON K-quant kernels (`Neon`, and `NeonDot`, which runs them)
+    /// give the scalar kernels' bits, single-row and four-row, for 0 to 4
+    /// blocks of any bytes (every level, scale and min code, scales of any
+    /// sign, activations down to -128).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn neon_k_dots_equal_scalar() {
+        use proptest::prelude::*;
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let s = Dispatch::Scalar;
+        for kernel in [Kernel::Neon, Kernel::NeonDot] {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("neon_k_dots_equal_scalar: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                for x in rows {
+                    prop_assert!(same(k.dot_q4_k(&w4, x), s.dot_q4_k(&w4, x)), "{:?} q4_k", kernel);
+                    prop_assert!(same(k.dot_q5_k(&w5, x), s.dot_q5_k(&w5, x)), "{:?} q5_k", kernel);
+                    prop_assert!(same(k.dot_q6_k(&w6, x), s.dot_q6_k(&w6, x)), "{:?} q6_k", kernel);
                 }
             });
         }
