@@ -20,6 +20,10 @@
 
 use std::path::PathBuf;
 
+#[path = "support/npy.rs"]
+mod npy;
+use npy::read_npy;
+
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::gguf::GgufFile;
 use inferno_cpu::model::{KvDtype, Qwen3, Session, SessionOptions};
@@ -30,40 +34,6 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-/// Reads a little-endian float32 C-order `.npy` file.
-fn read_npy(path: &PathBuf) -> (Vec<usize>, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&bytes[..6], b"\x93NUMPY", "not an npy file");
-    let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        _ => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-    };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
-    assert!(header.contains("'descr': '<f4'"), "{header}");
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape_str = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape: Vec<usize> = shape_str
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    let data: Vec<f32> = bytes[start + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    assert_eq!(data.len(), shape.iter().product::<usize>());
-    (shape, data)
 }
 
 const TOKENS: [u32; 20] = [

@@ -239,7 +239,9 @@ const TILE_ROWS: usize = 16;
 
 /// Computes weight rows `r0..r0 + len` of a non-Q8_0 `w` against every
 /// batch row, `segs[i][j] = dot(row r0 + j, batch row i)`, each exactly
-/// the decode product's value.
+/// the decode product's value: four batch rows at a time share each
+/// weight block's unpacking (the kernels' four-row forms, bit for bit
+/// their single-row results), the rest one at a time.
 pub(crate) fn matmul_rows_any(
     k: Dispatch,
     w: &Weight<'_>,
@@ -248,11 +250,39 @@ pub(crate) fn matmul_rows_any(
     segs: &mut [&mut [f32]],
 ) {
     let len = segs.first().map_or(0, |s| s.len());
+    let m = segs.len();
     for j0 in (0..len).step_by(TILE_ROWS) {
         let tile = j0..len.min(j0 + TILE_ROWS);
-        for (i, seg) in segs.iter_mut().enumerate() {
+        let mut i = 0;
+        while i + 4 <= m {
             for j in tile.clone() {
-                seg[j] = dot_row(k, w, r0 + j, xs, i);
+                let r = r0 + j;
+                let y = match w {
+                    Weight::Q8_0(m) => {
+                        k.dot_q8_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.act_row(i + t)))
+                    }
+                    Weight::Q4_0(m) => {
+                        k.dot_q4_0_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.act_row(i + t)))
+                    }
+                    Weight::Q4K(m) => {
+                        k.dot_q4_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
+                    }
+                    Weight::Q5K(m) => {
+                        k.dot_q5_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
+                    }
+                    Weight::Q6K(m) => {
+                        k.dot_q6_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
+                    }
+                };
+                for (t, v) in y.into_iter().enumerate() {
+                    segs[i + t][j] = v;
+                }
+            }
+            i += 4;
+        }
+        for (t, seg) in segs[i..].iter_mut().enumerate() {
+            for j in tile.clone() {
+                seg[j] = dot_row(k, w, r0 + j, xs, i + t);
             }
         }
     }

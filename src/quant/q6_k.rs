@@ -241,6 +241,38 @@ pub(crate) fn dot_q6_k_blocks(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
     sumf
 }
 
+/// [`dot_q6_k_blocks`] of one weight row with four activation rows, each
+/// result bit for bit that call's (the same operations in the same order
+/// per row), decoding each weight block's levels once for the four rows.
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()`.
+pub(crate) fn dot_q6_k_blocks_x4(w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    for xi in x {
+        assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
+    }
+    let mut sums = [[0.0f32; 8]; 4];
+    for (b, wb) in w.iter().enumerate() {
+        let levels = wb.levels();
+        for i in 0..4 {
+            let xb = &x[i][b];
+            let aux32 = lane_sums_q6(&levels, &wb.scales, &xb.qs);
+            let d = wb.d_f32() * xb.d;
+            for (s, &a) in sums[i].iter_mut().zip(&aux32) {
+                *s += d * a as f32;
+            }
+        }
+    }
+    sums.map(|row| {
+        let mut sumf = 0.0f32;
+        for s in row {
+            sumf += s;
+        }
+        sumf
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,7 @@ mod x86 {
     use crate::quant::activation::{ActBlock, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
+    use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
@@ -67,6 +68,20 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx2::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx2::dot_q4_0_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`: the token proves avx2,
             // fma and f16c. Checked by:
@@ -100,6 +115,27 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_q6_k_dot_matches_scalar
             unsafe { avx2::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx2::dot_q6_k_x4(w, x) }
         }
 
         #[inline]
@@ -234,6 +270,62 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avx512vnni::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avx512vnni::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx512vnni::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avx512vnni::dot_q4_0_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avx512vnni_matvec_matches_dot
@@ -275,6 +367,62 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
+            unsafe { avxvnni::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { avxvnni::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avxvnni::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
+            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { avxvnni::dot_q4_0_x4(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::avxvnni_matvec_matches_dot
@@ -290,7 +438,11 @@ mod arm {
 
     use crate::quant::activation::ActBlock;
     use crate::quant::block::BlockQ8_0;
-    use crate::quant::dot::aarch64::{neon, neon_dot};
+    use crate::quant::dot::aarch64::{kquant, neon, neon_dot};
+    use crate::quant::q4_k::BlockQ4K;
+    use crate::quant::q5_k::BlockQ5K;
+    use crate::quant::q6_k::BlockQ6K;
+    use crate::quant::q8_k::BlockQ8K;
 
     /// `sdot`: to each `i32` lane `k` of `acc`, adds the dot product of the
     /// signed bytes `4k..4k + 4` of `a` and of `b` (wrapping, like the
@@ -356,6 +508,48 @@ mod arm {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::neon_matvec_matches_dot
             unsafe { neon::matvec_q8(w, nb, x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q4_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q4_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q5_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q5_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::neon_k_dots_equal_scalar
+            unsafe { kquant::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
+            unsafe { kquant::dot_q6_k_x4(w, x) }
         }
 
         #[inline]

@@ -40,6 +40,17 @@
 //! for the f32 kernels ([`f32_error_bound`]). `Avx2`, `Avx512Vnni` and
 //! `AvxVnni` produce identical lanes and combine them identically, so they
 //! agree bit for bit; so do `NeonDot` and `Neon`.
+//!
+//! The K-quant dots (Q4_K, Q5_K, Q6_K weights with Q8_K activations) follow
+//! the same plan: `Avx512Vnni` and `AvxVnni` build the AVX2 kernel's exact
+//! integer lanes with `vpdpwssd` (one instruction where AVX2 needs
+//! `vpmaddwd` and `vpaddd`) and combine them with the AVX2 kernel's f32
+//! operations, so all three agree bit for bit; `Neon` and `NeonDot` build
+//! the scalar kernel's eight integer lanes with NEON and then run the
+//! scalar kernel's f32 operations, so they return the scalar bits. Every
+//! kernel's four-row
+//! form (one weight row, four activation rows, for a prefill) runs its
+//! single-row dot's operations per row, so it returns the single-row bits.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -54,6 +65,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
+use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
 use super::q6_k::BlockQ6K;
@@ -183,9 +195,11 @@ impl Kernel {
     }
 
     /// Dot product of a Q4_K weight row with Q8_K activations, with this
-    /// kernel: the AVX2 code for the x86 kernels (`Avx512Vnni` and
-    /// `AvxVnni` use it too), the scalar
-    /// [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k) otherwise. The AVX2
+    /// kernel: the AVX2 code for `Avx2`, the same code with `vpdpwssd` in
+    /// place of `vpmaddwd` + `vpaddd` for `Avx512Vnni` and `AvxVnni` (the
+    /// same integer lanes and f32 operations, so the same bits as `Avx2`),
+    /// NEON code with the scalar [`dot_q4_k_q8_k`](crate::quant::dot_q4_k_q8_k)'s
+    /// bits for `Neon` and `NeonDot`, the scalar kernel otherwise. The x86
     /// code sums in another order, so its result is within the scalar
     /// kernel's error bound of the exact value rather than equal to the
     /// scalar bits.
@@ -224,6 +238,96 @@ impl Kernel {
         let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
         crate::quant::kcommon::check_blocks(w.len(), x.len())?;
         Ok(k.dot_q6_k(w, x))
+    }
+
+    /// [`dot_q4_k_q8_k`](Self::dot_q4_k_q8_k) of one weight row with four
+    /// activation rows: each result is that call's, bit for bit (NaN
+    /// payloads aside), and the kernel unpacks each weight block once for
+    /// the four rows, the form a prefill's matmul runs.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Quant`] if a row holds another number of blocks than
+    /// `w`.
+    pub fn dot_q4_k_q8_k_x4(
+        self,
+        w: &[BlockQ4K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q4_k_x4(w, x))
+    }
+
+    /// [`dot_q5_k_q8_k`](Self::dot_q5_k_q8_k) of one weight row with four
+    /// activation rows, as [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    pub fn dot_q5_k_q8_k_x4(
+        self,
+        w: &[BlockQ5K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q5_k_x4(w, x))
+    }
+
+    /// [`dot_q6_k_q8_k`](Self::dot_q6_k_q8_k) of one weight row with four
+    /// activation rows, as [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_q4_k_q8_k_x4`](Self::dot_q4_k_q8_k_x4).
+    pub fn dot_q6_k_q8_k_x4(
+        self,
+        w: &[BlockQ6K],
+        x: [&[BlockQ8K]; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_rows(w.len(), x)?;
+        Ok(k.dot_q6_k_x4(w, x))
+    }
+
+    /// Dot product of a Q4_0 weight row with a quantized activation, with
+    /// this kernel. The x86 kernels sum in the Q8_0 kernels' order, so
+    /// their result is within [`q8_0_error_bound`]'s distance (with the
+    /// Q4_0 levels as weights) of the scalar
+    /// [`dot_q4_0_act`](crate::quant::dot_q4_0_act), not its bits; the
+    /// three x86 kernels give the same bits.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x.cols() / 32` blocks.
+    pub fn dot_q4_0(self, w: &[BlockQ4_0], x: &QuantizedVector) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_cols(w.len() * QK4_0, x.cols())?;
+        Ok(k.dot_q4_0(w, x.act()))
+    }
+
+    /// [`dot_q4_0`](Self::dot_q4_0) of one weight row with four quantized
+    /// activations: each result is that call's, bit for bit (NaN payloads
+    /// aside), with each weight block unpacked once for the four.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x[i].cols() / 32`
+    /// blocks for some `i`.
+    pub fn dot_q4_0_x4(
+        self,
+        w: &[BlockQ4_0],
+        x: [&QuantizedVector; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        for xi in x {
+            check_cols(w.len() * QK4_0, xi.cols())?;
+        }
+        Ok(k.dot_q4_0_x4(w, x.map(|xi| xi.act())))
     }
 
     /// Dot product of two f32 slices, with this kernel (the f32 parts of
@@ -304,6 +408,22 @@ impl Kernel {
             _ => None,
         }
     }
+}
+
+/// Checks an activation's length against a weight row's.
+fn check_cols(expected: usize, got: usize) -> Result<(), ShapeError> {
+    if expected != got {
+        return Err(ShapeError::InputLength { expected, got });
+    }
+    Ok(())
+}
+
+/// Checks that each of four activation rows holds `nb` blocks.
+fn check_rows(nb: usize, x: [&[BlockQ8K]; 4]) -> Result<(), QuantError> {
+    for xi in x {
+        crate::quant::kcommon::check_blocks(nb, xi.len())?;
+    }
+    Ok(())
 }
 
 /// Checks a matvec's input and output lengths against the matrix.
@@ -420,6 +540,7 @@ impl Dispatch {
     /// their paired layout where the kernel has a 512-bit form (AVX-512
     /// VNNI), else from `x`.
     #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn dot_q8_x4_pairs(
         self,
         w: &[BlockQ8_0],
@@ -436,6 +557,7 @@ impl Dispatch {
     /// `[dot_q8_x4_pairs(w[0], ..), dot_q8_x4_pairs(w[1], ..)]`, bit for
     /// bit: two weight rows against the same four activation rows.
     #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn dot_q8_2x4_pairs(
         self,
         w: [&[BlockQ8_0]; 2],
@@ -467,11 +589,52 @@ impl Dispatch {
         }
     }
 
-    /// The Q4_0 x Q8_0 dot over activation blocks (block counts checked
-    /// by the caller).
+    /// The Q4_0 x Q8_0 dot: the x86 kernels' lanes and f32 sums are those
+    /// of the Q8_0 kernels (all three give the same bits); the scalar
+    /// kernel is `q4_0::dot_q4_0_act_blocks`.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
     #[inline]
-    pub(crate) fn dot_q4_0(self, w: &[crate::quant::BlockQ4_0], x: &[ActBlock]) -> f32 {
-        crate::quant::q4_0::dot_q4_0_act_blocks(w, x)
+    pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_0(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_0(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q4_0(w, x),
+            _ => {
+                assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
+                crate::quant::q4_0::dot_q4_0_act_blocks(w, x)
+            }
+        }
+    }
+
+    /// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit (NaN
+    /// payloads aside; the x86 kernels unpack each weight block once, the
+    /// scalar one makes four calls).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q4_0_x4(w, x),
+            _ => {
+                for xi in x {
+                    assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");
+                }
+                x.map(|xi| self.dot_q4_0(w, xi))
+            }
+        }
     }
 
     /// The Q4_K x Q8_K dot (block counts checked by the caller).
@@ -481,9 +644,13 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q4_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q4_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q4_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_k(w, x),
             _ => crate::quant::q4_k::dot_q4_k_blocks(w, x),
         }
     }
@@ -495,9 +662,13 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q5_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q5_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q5_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q5_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q5_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q5_k(w, x),
             _ => crate::quant::q5_k::dot_q5_k_blocks(w, x),
         }
     }
@@ -509,10 +680,84 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q6_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_q6_k(w, x),
+            Dispatch::Avx512Vnni(t) => t.dot_q6_k(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().dot_q6_k(w, x),
+            Dispatch::AvxVnni(t) => t.dot_q6_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q6_k(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q6_k(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks(w, x),
+        }
+    }
+
+    /// `[dot_q4_k(w, x[0]), .., dot_q4_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside): one weight row against four activation rows of a
+    /// prefill, each weight block unpacked once for the four.
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_k_x4(w, x),
+            _ => crate::quant::q4_k::dot_q4_k_blocks_x4(w, x),
+        }
+    }
+
+    /// `[dot_q5_k(w, x[0]), .., dot_q5_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside), as [`dot_q4_k_x4`](Self::dot_q4_k_x4).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q5_k_x4(self, w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q5_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q5_k_x4(w, x),
+            _ => crate::quant::q5_k::dot_q5_k_blocks_x4(w, x),
+        }
+    }
+
+    /// `[dot_q6_k(w, x[0]), .., dot_q6_k(w, x[3])]`, bit for bit (NaN
+    /// payloads aside), as [`dot_q4_k_x4`](Self::dot_q4_k_x4).
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q6_k_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q6_k_x4(w, x),
+            _ => crate::quant::q6_k::dot_q6_k_blocks_x4(w, x),
         }
     }
 
@@ -1052,6 +1297,257 @@ mod tests {
                 let got = k.dot_q8_x4(&w, [&rows[0], &rows[1], &rows[2], &rows[3]]);
                 for (g, x) in got.iter().zip(&rows) {
                     prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits(), "{:?}", kernel);
+                }
+            });
+        }
+    }
+
+    /// Operands of the K-quant kernel tests from raw bytes: `nb` blocks of
+    /// Q4_K, Q5_K and Q6_K weights (the same bytes, with f16 scales from
+    /// `ds`) and four rows of Q8_K activations (their scales from `ds`,
+    /// their sums matching their bytes).
+    #[allow(clippy::type_complexity)]
+    fn k_operands(
+        nb: usize,
+        wraw: &[u8],
+        xraw: &[u8],
+        ds: &[(f32, f32)],
+    ) -> (
+        Vec<BlockQ4K>,
+        Vec<BlockQ5K>,
+        Vec<BlockQ6K>,
+        Vec<Vec<BlockQ8K>>,
+    ) {
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], nb: usize) -> Vec<B> {
+            let n = core::mem::size_of::<B>();
+            (0..nb)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * n..(b + 1) * n]))
+                .collect()
+        }
+        let xs: Vec<Vec<BlockQ8K>> = (0..4)
+            .map(|r| {
+                let mut x: Vec<BlockQ8K> = blocks(&xraw[r * nb * 292..], nb);
+                for (b, xb) in x.iter_mut().enumerate() {
+                    xb.d = ds[r * nb + b].0;
+                    xb.bsums = BlockQ8K::sums_of(&xb.qs);
+                }
+                x
+            })
+            .collect();
+        let mut w4: Vec<BlockQ4K> = blocks(wraw, nb);
+        let mut w5: Vec<BlockQ5K> = blocks(wraw, nb);
+        let mut w6: Vec<BlockQ6K> = blocks(wraw, nb);
+        for b in 0..nb {
+            let d = f16::from_f32(ds[b].1).to_le_bytes();
+            let dmin = f16::from_f32(ds[nb + b].1).to_le_bytes();
+            (w4[b].d, w4[b].dmin) = (d, dmin);
+            (w5[b].d, w5[b].dmin) = (d, dmin);
+            w6[b].d = d;
+        }
+        (w4, w5, w6, xs)
+    }
+
+    /// Every available kernel's four-row K-quant forms give its
+    /// single-row dot's bits for each row, for 0 to 4 blocks of any bytes
+    /// (scales of any sign and magnitude, every level and scale code,
+    /// activations down to -128), and panic on rows of another length.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_k_x4_equals_dot_k() {
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_k_x4_equals_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                let (g4, g5, g6) = (k.dot_q4_k_x4(&w4, rows), k.dot_q5_k_x4(&w5, rows), k.dot_q6_k_x4(&w6, rows));
+                for (i, x) in rows.iter().enumerate() {
+                    prop_assert!(same(g4[i], k.dot_q4_k(&w4, x)), "{:?} q4_k row {}", kernel, i);
+                    prop_assert!(same(g5[i], k.dot_q5_k(&w5, x)), "{:?} q5_k row {}", kernel, i);
+                    prop_assert!(same(g6[i], k.dot_q6_k(&w6, x)), "{:?} q6_k row {}", kernel, i);
+                }
+                if nb > 0 {
+                    let short = &xs[1][..nb - 1];
+                    let bad = [rows[0], short, rows[2], rows[3]];
+                    prop_assert!(catch_unwind(|| k.dot_q4_k_x4(&w4, bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q5_k_x4(&w5, bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q6_k_x4(&w6, bad)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The VNNI K-quant kernels give the AVX2 kernels' bits, single-row
+    /// and four-row, for 0 to 4 blocks of any bytes (every level, scale
+    /// and min code, scales of any sign, activations down to -128).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vnni_k_dots_equal_avx2() {
+        use proptest::prelude::*;
+        let Some(avx2) = Kernel::Avx2.dispatch() else {
+            eprintln!("vnni_k_dots_equal_avx2: skipped, the CPU lacks AVX2");
+            return;
+        };
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in [Kernel::Avx512Vnni, Kernel::AvxVnni] {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("vnni_k_dots_equal_avx2: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                for x in rows {
+                    prop_assert!(same(k.dot_q4_k(&w4, x), avx2.dot_q4_k(&w4, x)), "{:?} q4_k", kernel);
+                    prop_assert!(same(k.dot_q5_k(&w5, x), avx2.dot_q5_k(&w5, x)), "{:?} q5_k", kernel);
+                    prop_assert!(same(k.dot_q6_k(&w6, x), avx2.dot_q6_k(&w6, x)), "{:?} q6_k", kernel);
+                }
+                let pairs = [
+                    (k.dot_q4_k_x4(&w4, rows), avx2.dot_q4_k_x4(&w4, rows)),
+                    (k.dot_q5_k_x4(&w5, rows), avx2.dot_q5_k_x4(&w5, rows)),
+                    (k.dot_q6_k_x4(&w6, rows), avx2.dot_q6_k_x4(&w6, rows)),
+                ];
+                for (a, b) in pairs {
+                    for (u, v) in a.iter().zip(&b) {
+                        prop_assert!(same(*u, *v), "{:?} x4: {} vs {}", kernel, u, v);
+                    }
+                }
+            });
+        }
+    }
+
+    /// Every available kernel's Q4_0 dot is within the Q8_0 kernels' error
+    /// bound of the scalar kernel (with the levels `-8..=7` as weights), its
+    /// four-row form gives its single-row bits for each row, the x86
+    /// kernels agree bit for bit, and rows of another length panic; for
+    /// 0 to 9 blocks (pairs and a last odd block) of any nibbles and scales
+    /// of either sign.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_q4_0_kernels_agree() {
+        use crate::quant::q4_0::dot_q4_0_act_blocks;
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let weights = (0usize..10)
+            .prop_flat_map(|nb| prop::collection::vec((any::<[u8; 16]>(), -2.0f32..2.0), nb));
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let x86 = Kernel::Avx2.dispatch();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_q4_0_kernels_agree: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|(w in weights.clone(), seed in any::<u32>())| {
+                let w: Vec<BlockQ4_0> = w
+                    .iter()
+                    .map(|(qs, d)| BlockQ4_0 { d: f16::from_f32(*d).to_le_bytes(), qs: *qs })
+                    .collect();
+                let rows: Vec<Vec<ActBlock>> = (0..4u32)
+                    .map(|r| {
+                        (0..w.len())
+                            .map(|b| {
+                                let v: [f32; QK8_0] = core::array::from_fn(|i| {
+                                    let h = (seed ^ (r * 7919 + b as u32 * 31 + i as u32)).wrapping_mul(2_654_435_761);
+                                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                                });
+                                ActBlock::quantize(&v)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let x4 = [&rows[0][..], &rows[1], &rows[2], &rows[3]];
+                let got = k.dot_q4_0_x4(&w, x4);
+                for (g, x) in got.iter().zip(x4) {
+                    let single = k.dot_q4_0(&w, x);
+                    prop_assert!(same(*g, single), "{:?}: x4 {} vs {}", kernel, g, single);
+                    let scalar = dot_q4_0_act_blocks(&w, x);
+                    let s: f64 = w.iter().zip(x).map(|(wb, xb)| {
+                        let d = f64::from(wb.scale_f32()) * f64::from(xb.d);
+                        let abs: i64 = wb.levels().iter().zip(&xb.qs)
+                            .map(|(&a, &b)| i64::from(a).abs() * i64::from(b).abs())
+                            .sum();
+                        d.abs() * abs as f64
+                    }).sum();
+                    let bound = 2.0 * gamma(w.len() + 6) * s;
+                    let diff = (f64::from(single) - f64::from(scalar)).abs();
+                    prop_assert!(diff <= bound, "{:?}: {} vs {}: {} > {}", kernel, single, scalar, diff, bound);
+                    if let (Some(a), Kernel::Avx512Vnni | Kernel::AvxVnni) = (x86, kernel) {
+                        prop_assert!(same(single, a.dot_q4_0(&w, x)), "{:?} vs AVX2", kernel);
+                    }
+                }
+                if !w.is_empty() {
+                    let short = &rows[2][1..];
+                    prop_assert!(catch_unwind(|| k.dot_q4_0_x4(&w, [x4[0], x4[1], short, x4[3]])).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q4_0(&w, short)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The NEON K-quant kernels (`Neon`, and `NeonDot`, which runs them)
+    /// give the scalar kernels' bits, single-row and four-row, for 0 to 4
+    /// blocks of any bytes (every level, scale and min code, scales of any
+    /// sign, activations down to -128).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn neon_k_dots_equal_scalar() {
+        use proptest::prelude::*;
+        let case = (0usize..=4).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let s = Dispatch::Scalar;
+        for kernel in [Kernel::Neon, Kernel::NeonDot] {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("neon_k_dots_equal_scalar: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                let rows = [&xs[0][..], &xs[1], &xs[2], &xs[3]];
+                for x in rows {
+                    prop_assert!(same(k.dot_q4_k(&w4, x), s.dot_q4_k(&w4, x)), "{:?} q4_k", kernel);
+                    prop_assert!(same(k.dot_q5_k(&w5, x), s.dot_q5_k(&w5, x)), "{:?} q5_k", kernel);
+                    prop_assert!(same(k.dot_q6_k(&w6, x), s.dot_q6_k(&w6, x)), "{:?} q6_k", kernel);
                 }
             });
         }

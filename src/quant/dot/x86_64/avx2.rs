@@ -23,6 +23,7 @@ use half::f16;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
+use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
@@ -433,185 +434,32 @@ pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
         .sum()
 }
 
-/// Q4_K x Q8_K dot product (see `quant::dot_q4_k_q8_k` for the scalar
-/// reference), blocks paired in order; extra blocks on either side are
-/// ignored (the caller checks the counts).
-///
-/// Per 64 weights, one 32-byte load of nibbles gives the low sub-block
-/// (`& 0x0f`) and the high one (`>> 4`); `vpmaddubsw` multiplies the
-/// unsigned levels by the signed activations into pairwise `i16` sums
-/// (at most `2 * 15 * 128`, no saturation) and `vpmaddwd` by the
-/// sub-block's scale widens them to eight `i32` lanes, all exact. The
-/// mins fold into `vpmaddwd` of the activation's 16 sums with the mins.
-/// Per block, one FMA adds `(d * d_x) * lanes` to the f32 accumulator, and
-/// the mins' `(dmin * d_x) * sumi` goes to a scalar sum; so the result is
-/// within the scalar kernel's error bound of the exact value, but not its
-/// bits.
+/// `acc + vpmaddwd(a, b)`: AVX2's multiply-add of `i16` pairs into the
+/// `i32` lanes, for the K-quant kernels (`k_kernels!`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = 0.0f32;
-    let low4 = _mm256_set1_epi8(0x0f);
-    for (wb, xb) in w.iter().zip(x) {
-        let mut sc = [0i16; 8];
-        let mut mins = [0i16; 16];
-        for j in 0..8 {
-            let (s, m) = wb.scale_min(j);
-            sc[j] = i16::from(s);
-            mins[2 * j] = i16::from(m);
-            mins[2 * j + 1] = i16::from(m);
-        }
-        let bsums: __m256i = bytemuck::cast(xb.bsums);
-        let prod_min = _mm256_madd_epi16(bsums, bytemuck::cast::<[i16; 16], __m256i>(mins));
-        let (qs, _) = wb.qs.as_chunks::<32>();
-        let (q8, _) = xb.qs.as_chunks::<32>();
-        let mut sumi = _mm256_setzero_si256();
-        for (k, q) in qs.iter().enumerate() {
-            let bits: __m256i = bytemuck::cast(*q);
-            let lo = _mm256_and_si256(bits, low4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4);
-            let x_lo: __m256i = bytemuck::cast(q8[2 * k]);
-            let x_hi: __m256i = bytemuck::cast(q8[2 * k + 1]);
-            let p_lo =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_set1_epi16(sc[2 * k]));
-            let p_hi = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(hi, x_hi),
-                _mm256_set1_epi16(sc[2 * k + 1]),
-            );
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-        }
-        let d = wb.d_f32() * xb.d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        let dmin = wb.dmin_f32() * xb.d;
-        acc_min -= dmin * hsum_epi32(prod_min) as f32;
-    }
-    hsum(acc) + acc_min
+fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 }
 
-/// Q5_K x Q8_K dot product (see `quant::dot_q5_k_q8_k` for the scalar
-/// reference): [`dot_q4_k`] with each sub-block's fifth bits added as 16
-/// (bit `2k` of `qh` for the low sub-block of chunk `k`, bit `2k + 1` for
-/// the high one) before the multiply; levels `0..=31` keep
-/// `vpmaddubsw`'s pairs within `2 * 31 * 128`, so still nothing saturates.
+k_kernels!("avx2,fma,f16c");
+
+/// Q4_0 lanes (`q4_0_kernels!`): `vpmaddubsw` of the unsigned levels by the
+/// activations, `vpmaddwd` by ones, plus the activation's `-8 * sum`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = 0.0f32;
-    let low4 = _mm256_set1_epi8(0x0f);
-    let one = _mm256_set1_epi8(1);
-    for (wb, xb) in w.iter().zip(x) {
-        let mut sc = [0i16; 8];
-        let mut mins = [0i16; 16];
-        for j in 0..8 {
-            let (s, m) = wb.scale_min(j);
-            sc[j] = i16::from(s);
-            mins[2 * j] = i16::from(m);
-            mins[2 * j + 1] = i16::from(m);
-        }
-        let bsums: __m256i = bytemuck::cast(xb.bsums);
-        let prod_min = _mm256_madd_epi16(bsums, bytemuck::cast::<[i16; 16], __m256i>(mins));
-        let hb: __m256i = bytemuck::cast(wb.qh);
-        // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves 16-bit
-        // lanes, but the mask keeps only bit `s` of each byte's own bits).
-        let fifth = |s: i32| {
-            let b = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(s)), one);
-            _mm256_slli_epi16::<4>(b)
-        };
-        let (qs, _) = wb.qs.as_chunks::<32>();
-        let (q8, _) = xb.qs.as_chunks::<32>();
-        let mut sumi = _mm256_setzero_si256();
-        for (k, q) in qs.iter().enumerate() {
-            let bits: __m256i = bytemuck::cast(*q);
-            let lo = _mm256_or_si256(_mm256_and_si256(bits, low4), fifth(2 * k as i32));
-            let hi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4),
-                fifth(2 * k as i32 + 1),
-            );
-            let x_lo: __m256i = bytemuck::cast(q8[2 * k]);
-            let x_hi: __m256i = bytemuck::cast(q8[2 * k + 1]);
-            let p_lo =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_set1_epi16(sc[2 * k]));
-            let p_hi = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(hi, x_hi),
-                _mm256_set1_epi16(sc[2 * k + 1]),
-            );
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-        }
-        let d = wb.d_f32() * xb.d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        let dmin = wb.dmin_f32() * xb.d;
-        acc_min -= dmin * hsum_epi32(prod_min) as f32;
-    }
-    hsum(acc) + acc_min
+fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
+    let qx: __m256i = bytemuck::cast(x.qs);
+    let pairs = _mm256_maddubs_epi16(q, qx);
+    _mm256_add_epi32(q4_0_bias(x), _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
 }
 
-/// Q6_K x Q8_K dot product (see `quant::dot_q6_k_q8_k` for the scalar
-/// reference), blocks paired in order; extra blocks on either side are
-/// ignored (the caller checks the counts).
-///
-/// Per 128 weights, two 32-byte loads of low nibbles and one of high bit
-/// pairs rebuild four vectors of 6-bit levels `0..=63`; `vpmaddubsw`
-/// multiplies them by the signed activations (pairs at most
-/// `2 * 63 * 128`) and subtracts `vpmaddubsw` of 32 by the activations
-/// (pairs at most `2 * 32 * 128` in magnitude, so the difference fits in
-/// `i16`), which removes the levels' offset without reading the
-/// activation's sums. `vpmaddwd` by the scales (one per 16 weights, so
-/// the low and high 128-bit halves of each vector get different ones)
-/// widens to exact `i32` lanes; one FMA per block adds `(d * d_x) * lanes`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let low4 = _mm256_set1_epi8(0x0f);
-    let low2 = _mm256_set1_epi8(0x03);
-    let m32 = _mm256_set1_epi8(32);
-    for (wb, xb) in w.iter().zip(x) {
-        let (ql, _) = wb.ql.as_chunks::<32>();
-        let (qh, _) = wb.qh.as_chunks::<32>();
-        let (q8, _) = xb.qs.as_chunks::<32>();
-        let mut sumi = _mm256_setzero_si256();
-        for h in 0..2 {
-            let l1: __m256i = bytemuck::cast(ql[2 * h]);
-            let l2: __m256i = bytemuck::cast(ql[2 * h + 1]);
-            let hb: __m256i = bytemuck::cast(qh[h]);
-            // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
-            let top = |v: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(v, low2));
-            let levels = [
-                _mm256_or_si256(_mm256_and_si256(l1, low4), top(hb)),
-                _mm256_or_si256(_mm256_and_si256(l2, low4), top(_mm256_srli_epi16::<2>(hb))),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), low4),
-                    top(_mm256_srli_epi16::<4>(hb)),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l2), low4),
-                    top(_mm256_srli_epi16::<6>(hb)),
-                ),
-            ];
-            for (i, q) in levels.into_iter().enumerate() {
-                let xv: __m256i = bytemuck::cast(q8[4 * h + i]);
-                let p =
-                    _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(m32, xv));
-                let s = 8 * h + 2 * i;
-                let scales = _mm256_set_m128i(
-                    _mm_set1_epi16(i16::from(wb.scales[s + 1])),
-                    _mm_set1_epi16(i16::from(wb.scales[s])),
-                );
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
-            }
-        }
-        let d = wb.d_f32() * xb.d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    hsum(acc)
-}
+q4_0_kernels!("avx2,fma,f16c");
 
 /// Sum of eight `i32` lanes (wrapping; callers stay far from overflow).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_epi32(v: __m256i) -> i32 {
+pub(super) fn hsum_epi32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));

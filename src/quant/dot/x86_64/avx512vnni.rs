@@ -21,6 +21,11 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
+use crate::quant::q4_0::BlockQ4_0;
+use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q5_k::BlockQ5K;
+use crate::quant::q6_k::BlockQ6K;
+use crate::quant::q8_k::BlockQ8K;
 
 /// The weight side of a block: its bytes with the top bit flipped.
 type Weight = __m256i;
@@ -43,6 +48,29 @@ fn lanes(w_unsigned: Weight, x: &ActBlock) -> __m256i {
 }
 
 q8_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
+
+/// `acc + vpmaddwd(a, b)` in one `vpdpwssd` (the multiply-add of `i16`
+/// pairs accumulating into the `i32` lanes), for the K-quant kernels
+/// (`k_kernels!`): the same lanes as AVX2's `vpmaddwd` then `vpaddd`, one
+/// instruction fewer per 32 weights, and the f32 part is AVX2's, so the
+/// AVX-512 VNNI K-quant kernels return the AVX2 kernels' bits.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    _mm256_dpwssd_epi32(acc, a, b)
+}
+
+k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
+
+/// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by
+/// the activations onto the activation's `-8 * sum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
+    _mm256_dpbusd_epi32(q4_0_bias(x), q, bytemuck::cast(x.qs))
+}
+
+q4_0_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
 
 /// `dot_q8_x4` (hence `dot_q8` of each row), bit for bit, with 512-bit
 /// registers: `pairs[i]` holds row `i`'s blocks two by two ([`PairBlock`]),

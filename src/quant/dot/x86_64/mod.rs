@@ -134,6 +134,441 @@ macro_rules! q8_kernels {
     };
 }
 
+/// The K-quant kernels of one x86 instruction set (Q4_K, Q5_K and Q6_K
+/// weights with Q8_K activations), given that module's
+/// `madd_acc(acc, a, b) -> __m256i`, which adds `vpmaddwd(a, b)` to the
+/// eight `i32` lanes of `acc` (AVX2: `vpmaddwd` then `vpaddd`; VNNI: one
+/// `vpdpwssd`), compiled with `$features` so everything inlines.
+///
+/// Each format has a weight side (`*_prep`: the block's levels unpacked to
+/// bytes, its scales broadcast to `i16` lanes, its f32 scales), built once
+/// per block, and an activation side (`*_step`) that adds one activation
+/// block's term to a row's accumulators. The single-row dot is prep then
+/// step per block; the four-row form (`*_x4`) builds the prep once and runs
+/// the same step on each row, so each of its four results is the
+/// single-row dot's, bit for bit. A prefill meets every weight block with
+/// many activation rows, and for the K-quants the weight side (nibble
+/// unpacking, 6-bit scale decoding) is most of the work of a block.
+///
+/// The `i32` lanes are exact and the same in every instruction set: lane
+/// `m` of a 32-byte step holds the products of bytes `4m..4m + 4` (the
+/// pairing of `vpmaddubsw` then `vpmaddwd`), times the sub-block's scale,
+/// summed over the block's steps; integer addition is exact while nothing
+/// overflows (each lane stays below `2^23` in magnitude), so the order of
+/// the adds cannot change a lane. The f32 part (one FMA of
+/// `(d * d_x) * lanes` per block into eight running sums, the mins' term
+/// in a scalar sum, one fixed horizontal sum) is written once here, so
+/// every expansion returns the AVX2 kernel's bits.
+macro_rules! k_kernels {
+    ($features:literal) => {
+        /// The weight side of a Q4_K or Q5_K block.
+        struct K4Prep {
+            /// Levels of the eight sub-blocks of 32, one byte each.
+            q: [__m256i; 8],
+            /// Each sub-block's 6-bit scale in all sixteen `i16` lanes.
+            sc: [__m256i; 8],
+            /// The mins, each repeated for the two 16-value sums it covers.
+            mins: __m256i,
+            /// The block's scale and min scale, widened.
+            d: f32,
+            dmin: f32,
+        }
+
+        /// Scales and mins of a Q4_K/Q5_K block, decoded once.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn k4_scales(scale_min: impl Fn(usize) -> (u8, u8)) -> ([__m256i; 8], __m256i) {
+            let mut mins = [0i16; 16];
+            let sc = core::array::from_fn(|j| {
+                let (s, m) = scale_min(j);
+                mins[2 * j] = i16::from(m);
+                mins[2 * j + 1] = i16::from(m);
+                _mm256_set1_epi16(i16::from(s))
+            });
+            (sc, bytemuck::cast(mins))
+        }
+
+        /// [`K4Prep`] of a Q4_K block: per 64 weights, one 32-byte load of
+        /// nibbles gives the low sub-block (`& 0x0f`) and the high one
+        /// (`>> 4`).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
+            let low4 = _mm256_set1_epi8(0x0f);
+            let (sc, mins) = k4_scales(|j| wb.scale_min(j));
+            let (qs, _) = wb.qs.as_chunks::<32>();
+            let mut q = [_mm256_setzero_si256(); 8];
+            for (k, c) in qs.iter().enumerate() {
+                let bits: __m256i = bytemuck::cast(*c);
+                q[2 * k] = _mm256_and_si256(bits, low4);
+                q[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4);
+            }
+            K4Prep {
+                q,
+                sc,
+                mins,
+                d: wb.d_f32(),
+                dmin: wb.dmin_f32(),
+            }
+        }
+
+        /// [`K4Prep`] of a Q5_K block: the Q4_K nibbles with each
+        /// sub-block's fifth bits added as 16 (bit `j` of each `qh` byte
+        /// for sub-block `j`).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
+            let low4 = _mm256_set1_epi8(0x0f);
+            let one = _mm256_set1_epi8(1);
+            let (sc, mins) = k4_scales(|j| wb.scale_min(j));
+            let hb: __m256i = bytemuck::cast(wb.qh);
+            // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves
+            // 16-bit lanes, but the mask keeps only bit `s` of each byte's
+            // own bits).
+            let fifth = |s: i32| {
+                let b = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(s)), one);
+                _mm256_slli_epi16::<4>(b)
+            };
+            let (qs, _) = wb.qs.as_chunks::<32>();
+            let mut q = [_mm256_setzero_si256(); 8];
+            for (k, c) in qs.iter().enumerate() {
+                let bits: __m256i = bytemuck::cast(*c);
+                q[2 * k] = _mm256_or_si256(_mm256_and_si256(bits, low4), fifth(2 * k as i32));
+                q[2 * k + 1] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low4),
+                    fifth(2 * k as i32 + 1),
+                );
+            }
+            K4Prep {
+                q,
+                sc,
+                mins,
+                d: wb.d_f32(),
+                dmin: wb.dmin_f32(),
+            }
+        }
+
+        /// Adds one Q8_K block's term to a Q4_K/Q5_K row's accumulators:
+        /// `vpmaddubsw` multiplies the unsigned levels (at most 31) by the
+        /// signed activations into pairwise `i16` sums (at most
+        /// `2 * 31 * 128`, no saturation), `madd_acc` multiplies them by the
+        /// sub-block's scale into the `i32` lanes; the mins fold into
+        /// `vpmaddwd` of the activation's 16 sums with the mins. One FMA
+        /// adds `(d * d_x) * lanes` to `acc`, and `(dmin * d_x) * sum` is
+        /// subtracted from `acc_min`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn k4_step(p: &K4Prep, xb: &BlockQ8K, acc: &mut __m256, acc_min: &mut f32) {
+            let bsums: __m256i = bytemuck::cast(xb.bsums);
+            let prod_min = _mm256_madd_epi16(bsums, p.mins);
+            let (q8, _) = xb.qs.as_chunks::<32>();
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..8 {
+                let xv: __m256i = bytemuck::cast(q8[j]);
+                sumi = madd_acc(sumi, _mm256_maddubs_epi16(p.q[j], xv), p.sc[j]);
+            }
+            let d = p.d * xb.d;
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+            let dmin = p.dmin * xb.d;
+            *acc_min -= dmin * super::avx2::hsum_epi32(prod_min) as f32;
+        }
+
+        /// Q4_K x Q8_K dot product (see `quant::dot_q4_k_q8_k` for the
+        /// scalar reference), blocks paired in order; extra blocks on either
+        /// side are ignored (the caller checks the counts). The sums are
+        /// ordered differently from the scalar kernel's, so the result is
+        /// within its error bound of the exact value, not its bits.
+        #[inline]
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+            let mut acc = _mm256_setzero_ps();
+            let mut acc_min = 0.0f32;
+            for (wb, xb) in w.iter().zip(x) {
+                k4_step(&q4_k_prep(wb), xb, &mut acc, &mut acc_min);
+            }
+            super::avx2::hsum(acc) + acc_min
+        }
+
+        /// `[dot_q4_k(w, x[0]), .., dot_q4_k(w, x[3])]`, bit for bit (NaN
+        /// payloads aside), unpacking each weight block once.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len() != w.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_k_x4(w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            k4_x4(w, x, |b| q4_k_prep(b))
+        }
+
+        /// Q5_K x Q8_K dot product (see `quant::dot_q5_k_q8_k` for the
+        /// scalar reference): [`dot_q4_k`] with the fifth bits.
+        #[inline]
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+            let mut acc = _mm256_setzero_ps();
+            let mut acc_min = 0.0f32;
+            for (wb, xb) in w.iter().zip(x) {
+                k4_step(&q5_k_prep(wb), xb, &mut acc, &mut acc_min);
+            }
+            super::avx2::hsum(acc) + acc_min
+        }
+
+        /// `[dot_q5_k(w, x[0]), .., dot_q5_k(w, x[3])]`, bit for bit (NaN
+        /// payloads aside), unpacking each weight block once.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len() != w.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q5_k_x4(w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            k4_x4(w, x, |b| q5_k_prep(b))
+        }
+
+        /// The four-row loop of the Q4_K and Q5_K kernels.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn k4_x4<B>(w: &[B], x: [&[BlockQ8K]; 4], prep: impl Fn(&B) -> K4Prep) -> [f32; 4] {
+            for xi in x {
+                assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
+            }
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut acc_min = [0.0f32; 4];
+            for (b, wb) in w.iter().enumerate() {
+                let p = prep(wb);
+                for i in 0..4 {
+                    k4_step(&p, &x[i][b], &mut acc[i], &mut acc_min[i]);
+                }
+            }
+            core::array::from_fn(|i| super::avx2::hsum(acc[i]) + acc_min[i])
+        }
+
+        /// The weight side of a Q6_K block.
+        struct Q6Prep {
+            /// Levels `0..=63` of the eight 32-weight steps, one byte each.
+            q: [__m256i; 8],
+            /// Each step's two scales (one per 16 weights, so the low and
+            /// high 128-bit halves differ) in `i16` lanes.
+            sc: [__m256i; 8],
+            /// The block's scale, widened.
+            d: f32,
+        }
+
+        /// [`Q6Prep`] of a block: per 128 weights, two 32-byte loads of low
+        /// nibbles and one of high bit pairs rebuild four vectors of levels.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
+            let low4 = _mm256_set1_epi8(0x0f);
+            let low2 = _mm256_set1_epi8(0x03);
+            let (ql, _) = wb.ql.as_chunks::<32>();
+            let (qh, _) = wb.qh.as_chunks::<32>();
+            let mut q = [_mm256_setzero_si256(); 8];
+            for h in 0..2 {
+                let l1: __m256i = bytemuck::cast(ql[2 * h]);
+                let l2: __m256i = bytemuck::cast(ql[2 * h + 1]);
+                let hb: __m256i = bytemuck::cast(qh[h]);
+                // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
+                let top = |v: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(v, low2));
+                q[4 * h] = _mm256_or_si256(_mm256_and_si256(l1, low4), top(hb));
+                q[4 * h + 1] =
+                    _mm256_or_si256(_mm256_and_si256(l2, low4), top(_mm256_srli_epi16::<2>(hb)));
+                q[4 * h + 2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), low4),
+                    top(_mm256_srli_epi16::<4>(hb)),
+                );
+                q[4 * h + 3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l2), low4),
+                    top(_mm256_srli_epi16::<6>(hb)),
+                );
+            }
+            let sc = core::array::from_fn(|j| {
+                _mm256_set_m128i(
+                    _mm_set1_epi16(i16::from(wb.scales[2 * j + 1])),
+                    _mm_set1_epi16(i16::from(wb.scales[2 * j])),
+                )
+            });
+            Q6Prep {
+                q,
+                sc,
+                d: wb.d_f32(),
+            }
+        }
+
+        /// Adds one Q8_K block's term to a Q6_K row's accumulator:
+        /// `vpmaddubsw` of the levels by the activations (pairs at most
+        /// `2 * 63 * 128`) minus `vpmaddubsw` of 32 by the activations
+        /// (pairs at most `2 * 32 * 128` in magnitude, so the difference
+        /// fits in `i16`) removes the levels' offset without reading the
+        /// activation's sums; `madd_acc` multiplies by the scales into the
+        /// `i32` lanes, and one FMA adds `(d * d_x) * lanes`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_step(p: &Q6Prep, xb: &BlockQ8K, acc: &mut __m256) {
+            let m32 = _mm256_set1_epi8(32);
+            let (q8, _) = xb.qs.as_chunks::<32>();
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..8 {
+                let xv: __m256i = bytemuck::cast(q8[j]);
+                let pr = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(p.q[j], xv),
+                    _mm256_maddubs_epi16(m32, xv),
+                );
+                sumi = madd_acc(sumi, pr, p.sc[j]);
+            }
+            let d = p.d * xb.d;
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+        }
+
+        /// Q6_K x Q8_K dot product (see `quant::dot_q6_k_q8_k` for the
+        /// scalar reference), blocks paired in order; extra blocks on either
+        /// side are ignored (the caller checks the counts).
+        #[inline]
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            let mut acc = _mm256_setzero_ps();
+            for (wb, xb) in w.iter().zip(x) {
+                q6_step(&q6_k_prep(wb), xb, &mut acc);
+            }
+            super::avx2::hsum(acc)
+        }
+
+        /// `[dot_q6_k(w, x[0]), .., dot_q6_k(w, x[3])]`, bit for bit (NaN
+        /// payloads aside), unpacking each weight block once.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len() != w.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q6_k_x4(w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            for xi in x {
+                assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
+            }
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (b, wb) in w.iter().enumerate() {
+                let p = q6_k_prep(wb);
+                for i in 0..4 {
+                    q6_step(&p, &x[i][b], &mut acc[i]);
+                }
+            }
+            core::array::from_fn(|i| super::avx2::hsum(acc[i]))
+        }
+    };
+}
+
+/// The Q4_0 kernels (Q4_0 weights with Q8_0 activations) of one x86
+/// instruction set, given that module's `q4_lanes(nibbles, x) -> __m256i`,
+/// compiled with `$features` so everything inlines.
+///
+/// A block's 16 bytes unpack into 32 unsigned levels `0..=15` (low nibbles
+/// then high nibbles, the block's weight order); `q4_lanes` returns eight
+/// exact `i32` lanes, lane `m` holding `sum (q - 8) * x` over bytes
+/// `4m..4m + 4`: AVX2 as `vpmaddubsw` (unsigned levels by signed
+/// activations, pairs at most `2 * 15 * 128`, no saturation) and
+/// `vpmaddwd` by ones, VNNI as one `vpdpbusd`, both starting from the
+/// activation's `-8 * (x[4m] + .. + x[4m + 3])` (its stored `-128 * sum`
+/// shifted right by 4, exact), so the lanes are the same integers in every
+/// instruction set, for any activation byte. The f32 part is the Q8_0
+/// kernels': `(d_w * d_x) * f32(lanes)` fused into two accumulators that
+/// alternate between even and odd blocks, one fixed horizontal sum; so the
+/// VNNI kernels return the AVX2 kernel's bits, and the four-row form,
+/// which runs the same operations per row with each weight block unpacked
+/// once, returns the single-row bits.
+macro_rules! q4_0_kernels {
+    ($features:literal) => {
+        /// The 32 levels `0..=15` of a Q4_0 block, in weight order.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_prep(w: &BlockQ4_0) -> __m256i {
+            let bits: __m128i = bytemuck::cast(w.qs);
+            let low4 = _mm_set1_epi8(0x0f);
+            _mm256_set_m128i(
+                _mm_and_si128(_mm_srli_epi16::<4>(bits), low4),
+                _mm_and_si128(bits, low4),
+            )
+        }
+
+        /// The f16 scale of a Q4_0 block, widened, in all eight lanes
+        /// (built from a broadcast; see `avx2::scale8` for why).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_scale8(w: &BlockQ4_0) -> __m256 {
+            let h = _mm_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(w.d)));
+            _mm256_set_m128(h, h)
+        }
+
+        /// `-8 * (x[4m] + .. + x[4m + 3])` in lane `m`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_bias(x: &ActBlock) -> __m256i {
+            _mm256_srai_epi32::<4>(bytemuck::cast(x.neg_bias))
+        }
+
+        /// One Q4_0 block's term added to `acc`.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q4_0_fma(acc: __m256, q: __m256i, d8: __m256, x: &ActBlock) -> __m256 {
+            let d = _mm256_mul_ps(d8, _mm256_set1_ps(x.d));
+            _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_lanes(q, x)), acc)
+        }
+
+        /// Q4_0 x Q8_0 dot product (see `quant::dot_q4_0_act` for the
+        /// scalar reference, whose f32 sums are ordered otherwise: this
+        /// result is within the Q8_0 kernels' error bound of it, not its
+        /// bits).
+        ///
+        /// # Panics
+        ///
+        /// If `w.len() != x.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_0(w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
+            let (w2, w_rest) = w.as_chunks::<2>();
+            let (x2, x_rest) = x.as_chunks::<2>();
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            for ([wa, wb], [xa, xb]) in w2.iter().zip(x2) {
+                acc0 = q4_0_fma(acc0, q4_0_prep(wa), q4_0_scale8(wa), xa);
+                acc1 = q4_0_fma(acc1, q4_0_prep(wb), q4_0_scale8(wb), xb);
+            }
+            if let ([wl], [xl]) = (w_rest, x_rest) {
+                acc0 = q4_0_fma(acc0, q4_0_prep(wl), q4_0_scale8(wl), xl);
+            }
+            super::avx2::hsum(_mm256_add_ps(acc0, acc1))
+        }
+
+        /// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit (NaN
+        /// payloads aside), unpacking each weight block once.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len() != w.len()`.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q4_0_x4(w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            for xi in x {
+                assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");
+            }
+            let mut even = [_mm256_setzero_ps(); 4];
+            let mut odd = [_mm256_setzero_ps(); 4];
+            let (w2, w_rest) = w.as_chunks::<2>();
+            for (k, [wa, wb]) in w2.iter().enumerate() {
+                let (pa, pb) = (q4_0_prep(wa), q4_0_prep(wb));
+                let (da, db) = (q4_0_scale8(wa), q4_0_scale8(wb));
+                for i in 0..4 {
+                    even[i] = q4_0_fma(even[i], pa, da, &x[i][2 * k]);
+                    odd[i] = q4_0_fma(odd[i], pb, db, &x[i][2 * k + 1]);
+                }
+            }
+            if let [wl] = w_rest {
+                let (p, d) = (q4_0_prep(wl), q4_0_scale8(wl));
+                for i in 0..4 {
+                    even[i] = q4_0_fma(even[i], p, d, &x[i][w.len() - 1]);
+                }
+            }
+            core::array::from_fn(|i| super::avx2::hsum(_mm256_add_ps(even[i], odd[i])))
+        }
+    };
+}
+
 pub(crate) mod avx2;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;
