@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 #[path = "support/npy.rs"]
 mod npy;
-use npy::read_npy;
+use npy::{read_npy, rel_l2};
 
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::gguf::GgufFile;
@@ -39,16 +39,6 @@ fn fixture(name: &str) -> PathBuf {
 const TOKENS: [u32; 20] = [
     17, 300, 5, 480, 42, 99, 7, 256, 128, 64, 32, 16, 8, 4, 2, 1, 500, 333, 222, 111,
 ];
-
-fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|&b| f64::from(b).powi(2)).sum();
-    (num / den).sqrt()
-}
 
 fn backends() -> Vec<AnyBackend> {
     let mut v = vec![

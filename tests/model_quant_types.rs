@@ -20,6 +20,7 @@ use inferno_cpu::backend::AnyBackend;
 use inferno_cpu::gguf::Gguf;
 use inferno_cpu::model::{Qwen3, Session, SessionOptions};
 use inferno_cpu::synth::{model_bytes, FileType, SynthConfig};
+use npy::rel_l2;
 
 /// What "the same logits" means here. The weights are the same bytes and
 /// the activations are rounded where GGML rounds them, so only the order
@@ -71,16 +72,6 @@ fn tensors_hash(gguf: &Gguf<'_>) -> u64 {
         let h = fnv1a(h, &t.ggml_type.id().to_le_bytes());
         fnv1a(h, gguf.data_of(t))
     })
-}
-
-fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|&b| f64::from(b).powi(2)).sum();
-    (num / den).sqrt()
 }
 
 fn bytes_of(ft: FileType) -> Vec<u8> {

@@ -311,14 +311,43 @@ pub fn dot_q4_k_q8_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> Result<f32, QuantError> 
     Ok(dot_q4_k_blocks(w, x))
 }
 
-/// The scalar kernel of [`dot_q4_k_q8_k`], blocks paired in order (the
-/// caller checks the counts; extra blocks on either side are ignored).
-pub(crate) fn dot_q4_k_blocks(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+/// A K-quant block with sub-block scales and mins packed as Q4_K packs
+/// them (Q4_K and Q5_K), so one scalar dot serves both.
+pub(crate) trait ScaleMinBlock {
+    /// The 256 unsigned levels.
+    fn levels(&self) -> [u8; QK_K];
+    /// The packed six-bit scales and mins.
+    fn scales(&self) -> &[u8; 12];
+    /// The super-block scale, widened.
+    fn d_f32(&self) -> f32;
+    /// The super-block min, widened.
+    fn dmin_f32(&self) -> f32;
+}
+
+impl ScaleMinBlock for BlockQ4K {
+    fn levels(&self) -> [u8; QK_K] {
+        BlockQ4K::levels(self)
+    }
+    fn scales(&self) -> &[u8; 12] {
+        &self.scales
+    }
+    fn d_f32(&self) -> f32 {
+        BlockQ4K::d_f32(self)
+    }
+    fn dmin_f32(&self) -> f32 {
+        BlockQ4K::dmin_f32(self)
+    }
+}
+
+/// The scalar kernel of [`dot_q4_k_q8_k`] (and of Q5_K's), blocks paired
+/// in order (the caller checks the counts; extra blocks on either side are
+/// ignored).
+pub(crate) fn dot_scale_min_blocks<B: ScaleMinBlock>(w: &[B], x: &[BlockQ8K]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     for (wb, xb) in w.iter().zip(x) {
-        let aux32 = lane_sums_by_32(&wb.levels(), &wb.scales, &xb.qs);
-        let sumi = min_correction(&wb.scales, xb);
+        let aux32 = lane_sums_by_32(&wb.levels(), wb.scales(), &xb.qs);
+        let sumi = min_correction(wb.scales(), xb);
         let d = wb.d_f32() * xb.d;
         for (s, &a) in sums.iter_mut().zip(&aux32) {
             *s += d * a as f32;
@@ -332,20 +361,30 @@ pub(crate) fn dot_q4_k_blocks(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
     sumf
 }
 
-/// [`dot_q4_k_blocks`] of one weight row with four activation rows: four
-/// calls, so each result is that call's bits. (Decoding the weight levels
-/// once and running the four rows' sums from them measured no faster than
-/// four calls on an Intel Xeon: the decoding is a small part of this
-/// kernel's work, unlike the SIMD kernels'.)
+/// [`dot_scale_min_blocks`] of one weight row with four activation rows:
+/// four calls, so each result is that call's bits. (Decoding the weight
+/// levels once and running the four rows' sums from them measured no
+/// faster than four calls on an Intel Xeon: the decoding is a small part
+/// of this kernel's work, unlike the SIMD kernels'.)
 ///
 /// # Panics
 ///
 /// If any `x[i].len() != w.len()`.
-pub(crate) fn dot_q4_k_blocks_x4(w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+pub(crate) fn dot_scale_min_blocks_x4<B: ScaleMinBlock>(w: &[B], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
     for xi in x {
         assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
     }
-    x.map(|xi| dot_q4_k_blocks(w, xi))
+    x.map(|xi| dot_scale_min_blocks(w, xi))
+}
+
+/// The scalar Q4_K kernel ([`dot_scale_min_blocks`]).
+pub(crate) fn dot_q4_k_blocks(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+    dot_scale_min_blocks(w, x)
+}
+
+/// The scalar four-row Q4_K kernel ([`dot_scale_min_blocks_x4`]).
+pub(crate) fn dot_q4_k_blocks_x4(w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_scale_min_blocks_x4(w, x)
 }
 
 #[cfg(test)]

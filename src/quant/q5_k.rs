@@ -7,7 +7,10 @@ use bytemuck::{Pod, Zeroable};
 use super::kcommon::{
     check_blocks, check_output, f16_le_to_f32, make_qkx2_quants, scale_min_k4, whole_blocks, QK_K,
 };
-use super::q4_k::{lane_sums_by_32, min_correction, requantize, six_bit_scales, sub_block_weights};
+use super::q4_k::{
+    dot_scale_min_blocks, dot_scale_min_blocks_x4, requantize, six_bit_scales, sub_block_weights,
+    ScaleMinBlock,
+};
 use super::q8_k::BlockQ8K;
 use super::quantize::QuantError;
 
@@ -202,41 +205,30 @@ pub fn dot_q5_k_q8_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> Result<f32, QuantError> 
     Ok(dot_q5_k_blocks(w, x))
 }
 
-/// The scalar kernel of [`dot_q5_k_q8_k`], blocks paired in order (the
-/// caller checks the counts; extra blocks on either side are ignored).
-pub(crate) fn dot_q5_k_blocks(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-    let mut sums = [0.0f32; 8];
-    let mut sumf = 0.0f32;
-    for (wb, xb) in w.iter().zip(x) {
-        let aux32 = lane_sums_by_32(&wb.levels(), &wb.scales, &xb.qs);
-        let sumi = min_correction(&wb.scales, xb);
-        let d = wb.d_f32() * xb.d;
-        for (s, &a) in sums.iter_mut().zip(&aux32) {
-            *s += d * a as f32;
-        }
-        let dmin = wb.dmin_f32() * xb.d;
-        sumf -= dmin * sumi as f32;
+impl ScaleMinBlock for BlockQ5K {
+    fn levels(&self) -> [u8; QK_K] {
+        BlockQ5K::levels(self)
     }
-    for s in sums {
-        sumf += s;
+    fn scales(&self) -> &[u8; 12] {
+        &self.scales
     }
-    sumf
+    fn d_f32(&self) -> f32 {
+        BlockQ5K::d_f32(self)
+    }
+    fn dmin_f32(&self) -> f32 {
+        BlockQ5K::dmin_f32(self)
+    }
 }
 
-/// [`dot_q5_k_blocks`] of one weight row with four activation rows: four
-/// calls, so each result is that call's bits. (Decoding the weight levels
-/// once and running the four rows' sums from them measured no faster than
-/// four calls on an Intel Xeon: the decoding is a small part of this
-/// kernel's work, unlike the SIMD kernels'.)
-///
-/// # Panics
-///
-/// If any `x[i].len() != w.len()`.
+/// The scalar Q5_K kernel: Q4_K's ([`dot_scale_min_blocks`]) on five-bit
+/// levels.
+pub(crate) fn dot_q5_k_blocks(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+    dot_scale_min_blocks(w, x)
+}
+
+/// The scalar four-row Q5_K kernel ([`dot_scale_min_blocks_x4`]).
 pub(crate) fn dot_q5_k_blocks_x4(w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
-    for xi in x {
-        assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
-    }
-    x.map(|xi| dot_q5_k_blocks(w, xi))
+    dot_scale_min_blocks_x4(w, x)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Reads the float32 `.npy` files the fixtures' scripts write (numpy's
-//! format 1.0/2.0, C order, little-endian f32 only).
+//! Helpers for the logits fixtures: the float32 `.npy` files their
+//! scripts write (numpy format 1.0/2.0, C order, little-endian f32 only)
+//! and the error measure the tests compare with.
 
 use std::path::Path;
 
@@ -35,4 +36,16 @@ pub fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
         .collect();
     assert_eq!(data.len(), shape.iter().product::<usize>());
     (shape, data)
+}
+
+/// `|got - want| / |want|` in the L2 norm, in f64: how far one position's
+/// logits are from a reference's.
+pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+        .sum();
+    let den: f64 = want.iter().map(|&b| f64::from(b).powi(2)).sum();
+    (num / den).sqrt()
 }
