@@ -233,11 +233,14 @@ struct Shape {
     head_dim: u64,
     norm: GgmlType,
     embd: GgmlType,
+    /// The projections' type: a K-quant needs widths of whole 256-blocks,
+    /// which only some shapes have (the others are typed errors).
+    proj: GgmlType,
     output: Option<GgmlType>,
 }
 
 fn shape(u: &mut Unstructured<'_>) -> Result<Shape> {
-    let hidden = 32 * u.int_in_range(1..=6u64)?;
+    let hidden = 32 * u.int_in_range(1..=16u64)?;
     let head_dim = 2 * u.int_in_range(1..=64u64)?;
     // heads * head_dim must be whole Q8_0 blocks (and small).
     let unit = 32 / gcd(32, head_dim);
@@ -245,16 +248,31 @@ fn shape(u: &mut Unstructured<'_>) -> Result<Shape> {
     let divisors: Vec<u64> = (1..=heads).filter(|d| heads % d == 0).collect();
     let kv_heads = *u.choose(&divisors)?;
     let floats = [GgmlType::F32, GgmlType::F16, GgmlType::BF16];
-    let embd_types = [GgmlType::Q8_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16];
+    let embd_types = [
+        GgmlType::Q8_0,
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ];
     Ok(Shape {
         vocab: *u.choose(&[1u64, 2, 3, 17, 100, 511, 512, 513, 1000])?,
         hidden,
         layers: u.int_in_range(1..=3u64)?,
-        ffn: 32 * u.int_in_range(1..=12u64)?,
+        ffn: 32 * u.int_in_range(1..=24u64)?,
         heads,
         kv_heads,
         head_dim,
         norm: *u.choose(&floats)?,
+        proj: *u.choose(&[
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ])?,
         embd: *u.choose(&embd_types)?,
         output: if u.arbitrary()? {
             Some(*u.choose(&embd_types)?)
@@ -319,7 +337,7 @@ impl Edit {
                 (Role::Embedding, _) => s.embd,
                 (Role::LmHead, _) => s.output.unwrap_or(s.embd),
                 (_, LayoutShape::Vector(_)) => s.norm,
-                _ => GgmlType::Q8_0,
+                _ => s.proj,
             };
             n = n.wrapping_add(1);
             self.put_filled(&t.name, ty, &t.shape.gguf_dims(), n);
