@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use inferno_cpu::backend::AnyBackend;
 use inferno_cpu::gguf::Gguf;
 use inferno_cpu::model::{argmax, KvDtype, Qwen3, Session, SessionOptions};
-use inferno_cpu::synth::{model_bytes, SynthConfig};
+use inferno_cpu::synth::{model_bytes, FileType, SynthConfig};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -41,9 +41,19 @@ fn wait_for_workers(b: &AnyBackend) {
 #[test]
 fn decode_steps_allocate_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    let bytes = model_bytes(&SynthConfig::tiny(), 3).unwrap();
-    let gguf = Gguf::parse(&bytes).unwrap();
-    let model = Qwen3::load(&gguf).unwrap();
+    // Q8_0, and a mixed Q4_K/Q6_K file (two activation forms per step).
+    for cfg in [
+        SynthConfig::tiny(),
+        SynthConfig::small().with_file_type(FileType::Q4KM),
+    ] {
+        let bytes = model_bytes(&cfg, 3).unwrap();
+        let gguf = Gguf::parse(&bytes).unwrap();
+        let model = Qwen3::load(&gguf).unwrap();
+        decode_allocates_nothing(&model, &cfg);
+    }
+}
+
+fn decode_allocates_nothing(model: &Qwen3<'_>, cfg: &SynthConfig) {
     for (name, threads) in [
         ("scalar", 1),
         ("simd", 1),
@@ -58,7 +68,7 @@ fn decode_steps_allocate_nothing() {
                 max_positions: 40,
                 kv,
             };
-            let mut s = Session::new(&model, &b, opts).unwrap();
+            let mut s = Session::new(model, &b, opts).unwrap();
             let mut t = argmax(s.prefill(&[1, 2, 3]).unwrap());
             t = argmax(s.decode(t).unwrap()); // first step: the pool's threads wake
             let before = allocations();
@@ -68,7 +78,8 @@ fn decode_steps_allocate_nothing() {
             let n = allocations() - before;
             assert_eq!(
                 n, 0,
-                "{name} x{threads} ({kv}): {n} allocations in 20 decode steps"
+                "{} {name} x{threads} ({kv}): {n} allocations in 20 decode steps",
+                cfg.file_type
             );
         }
     }
