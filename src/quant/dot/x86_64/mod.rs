@@ -174,18 +174,25 @@ macro_rules! k_kernels {
             dmin: f32,
         }
 
-        /// Scales and mins of a Q4_K/Q5_K block, decoded once.
+        /// Scales and mins of a Q4_K/Q5_K block, decoded once: the 16
+        /// six-bit values unpacked on 32-bit words
+        /// (`kcommon::scales_mins_k4`), then spread with byte shuffles of
+        /// constant patterns, without a branch or a round trip through
+        /// memory. (Against decoding them one at a time into `set1`
+        /// broadcasts this measured the same, within noise, on an Intel
+        /// Xeon: the kernels' time goes to the products.)
         #[inline]
         #[target_feature(enable = $features)]
-        fn k4_scales(scale_min: impl Fn(usize) -> (u8, u8)) -> ([__m256i; 8], __m256i) {
-            let mut mins = [0i16; 16];
+        fn k4_scales(packed: &[u8; 12]) -> ([__m256i; 8], __m256i) {
+            let v: __m128i = bytemuck::cast(crate::quant::kcommon::scales_mins_k4(packed));
+            // Min `j` (byte 8 + j) twice, for the two 16-value sums it covers.
+            let mins_ctl =
+                _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+            let mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, mins_ctl));
             let sc = core::array::from_fn(|j| {
-                let (s, m) = scale_min(j);
-                mins[2 * j] = i16::from(m);
-                mins[2 * j + 1] = i16::from(m);
-                _mm256_set1_epi16(i16::from(s))
+                _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, _mm_set1_epi8(j as i8)))
             });
-            (sc, bytemuck::cast(mins))
+            (sc, mins)
         }
 
         /// [`K4Prep`] of a Q4_K block: per 64 weights, one 32-byte load of
@@ -195,7 +202,7 @@ macro_rules! k_kernels {
         #[target_feature(enable = $features)]
         fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
-            let (sc, mins) = k4_scales(|j| wb.scale_min(j));
+            let (sc, mins) = k4_scales(&wb.scales);
             let (qs, _) = wb.qs.as_chunks::<32>();
             let mut q = [_mm256_setzero_si256(); 8];
             for (k, c) in qs.iter().enumerate() {
@@ -220,7 +227,7 @@ macro_rules! k_kernels {
         fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
-            let (sc, mins) = k4_scales(|j| wb.scale_min(j));
+            let (sc, mins) = k4_scales(&wb.scales);
             let hb: __m256i = bytemuck::cast(wb.qh);
             // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves
             // 16-bit lanes, but the mask keeps only bit `s` of each byte's
