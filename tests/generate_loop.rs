@@ -153,3 +153,27 @@ fn streamed_text_is_the_decoded_tokens_and_a_break_stops_it() {
     assert_eq!((stats.generated, stats.stop), (0, StopReason::Stopped));
     assert!(pieces >= 1);
 }
+
+/// `usize::MAX` as the token limit ("no limit") is refused before the
+/// prefill like any other limit that cannot fit, never an overflow of the
+/// room the reply needs (a panic in debug builds, and in release a sum that
+/// wraps below the capacity, passes the check and fails mid-generation).
+#[test]
+fn an_unbounded_limit_is_refused_before_the_prefill() {
+    let model = tiny();
+    let mut s = model.session(Simd, SessionOptions::default()).unwrap();
+    for prompt in [&[1u32][..], &[1, 2], &[1, 2, 3]] {
+        let mut handed = 0;
+        let err = s
+            .generate(prompt, usize::MAX, &mut Sampler::greedy(), |_| {
+                handed += 1;
+                ControlFlow::Continue(())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(err, ModelError::ContextFull { used: 0, .. }),
+            "{prompt:?}: {err:?}"
+        );
+        assert_eq!((handed, s.position()), (0, 0), "{prompt:?}");
+    }
+}

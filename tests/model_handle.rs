@@ -98,3 +98,87 @@ fn a_bad_file_is_a_typed_error() {
     let missing = std::env::temp_dir().join("inferno-no-such-model.gguf");
     assert!(matches!(Model::open(&missing), Err(ModelError::Gguf(_))));
 }
+
+/// The last `Arc<Model>` is dropped by whichever session thread finishes
+/// last, while the others are still decoding: the loader's handle is gone
+/// before any of them starts, one thread panics mid-generation (its
+/// session, and perhaps the model, dropped during unwinding), and a
+/// session is moved to a second thread half-way. Every surviving thread
+/// gets the logits it gets alone, for mapped and in-memory files, and the
+/// model is freed once all are done.
+#[test]
+fn the_last_handle_drops_on_whichever_thread_finishes_last() {
+    use std::sync::{Barrier, Weak};
+    let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();
+    let dir = std::env::temp_dir().join(format!("inferno-last-drop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let backends = ["scalar", "simd", "pool", "parallel"];
+    let backend =
+        |n: usize| AnyBackend::new(backends[n % 4], if n % 4 < 2 { 1 } else { 2 }).unwrap();
+    let alone: Vec<Vec<f32>> = (0..5)
+        .map(|n| run(&tiny(), backend(n), &prompt(n)).unwrap())
+        .collect();
+    for round in 0..6 {
+        let model = Arc::new(if round % 2 == 0 {
+            Model::open(&path).unwrap()
+        } else {
+            Model::from_bytes(&bytes).unwrap()
+        });
+        let weak: Weak<Model> = Arc::downgrade(&model);
+        let start = Arc::new(Barrier::new(5));
+        let handles: Vec<_> = (0..5)
+            .map(|n| {
+                let mut s = model
+                    .session(backend(n), SessionOptions::default())
+                    .unwrap();
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    let ids = prompt(n);
+                    let mut out = s.prefill(&ids).unwrap().to_vec();
+                    let mut token = argmax(s.logits());
+                    for step in 0..6 {
+                        if n == 4 && step == 3 {
+                            panic!("a session thread panics mid-generation");
+                        }
+                        if n == 3 && step == 2 {
+                            // Finish on another thread.
+                            let (s2, rest) = std::thread::spawn(move || {
+                                let mut rest = Vec::new();
+                                for _ in step..6 {
+                                    let l = s.decode(token).unwrap();
+                                    token = argmax(l);
+                                    rest.extend_from_slice(l);
+                                }
+                                (s, rest)
+                            })
+                            .join()
+                            .unwrap();
+                            drop(s2);
+                            out.extend(rest);
+                            return out;
+                        }
+                        let l = s.decode(token).unwrap();
+                        token = argmax(l);
+                        out.extend_from_slice(l);
+                    }
+                    out
+                })
+            })
+            .collect();
+        drop(model);
+        for (n, h) in handles.into_iter().enumerate() {
+            match h.join() {
+                Ok(got) => assert_eq!(got, alone[n], "round {round} thread {n}"),
+                Err(_) => assert_eq!(n, 4, "round {round}: thread {n} panicked"),
+            }
+        }
+        assert!(
+            weak.upgrade().is_none(),
+            "round {round}: the model outlived every handle"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -364,3 +364,233 @@ pub(crate) fn matvec_pool_stacked(
     pool.for_each_chunk_mut(out, |rows, part| stacked_rows_any(k, ws, x, rows, part));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{AnyBackend, Backend};
+    use crate::quant::{ActForms, Kernel, QK_K};
+
+    /// `n` blocks of type `B` from a byte pattern with every level and
+    /// scale code at its largest (`0xff`), the f16 scales patched finite.
+    fn blocks<B: crate::quant::WeightBlock>(n: usize, patch: impl Fn(&mut B)) -> Vec<B> {
+        let size = std::mem::size_of::<B>();
+        let raw: Vec<u8> = (0..n * size)
+            .map(|i| if i % 7 == 0 { 0x5a } else { 0xff })
+            .collect();
+        (0..n)
+            .map(|b| {
+                let mut blk: B = bytemuck::pod_read_unaligned(&raw[b * size..(b + 1) * size]);
+                patch(&mut blk);
+                blk
+            })
+            .collect()
+    }
+
+    fn half(v: f32) -> [u8; 2] {
+        half::f16::from_f32(v).to_le_bytes()
+    }
+
+    /// Every weight type of a product, `rows` x `cols`, owned.
+    struct Mats {
+        q4_0: Vec<BlockQ4_0>,
+        q4k: Vec<BlockQ4K>,
+        q5k: Vec<BlockQ5K>,
+        q6k: Vec<BlockQ6K>,
+        rows: usize,
+        cols: usize,
+    }
+
+    impl Mats {
+        fn new(rows: usize, cols: usize) -> Self {
+            let nk = rows * (cols / QK_K);
+            Self {
+                q4_0: blocks(rows * (cols / 32), |b: &mut BlockQ4_0| b.d = half(0.25)),
+                q4k: blocks(nk, |b: &mut BlockQ4K| {
+                    (b.d, b.dmin) = (half(0.5), half(-0.125))
+                }),
+                q5k: blocks(nk, |b: &mut BlockQ5K| {
+                    (b.d, b.dmin) = (half(0.5), half(0.0625))
+                }),
+                q6k: blocks(nk, |b: &mut BlockQ6K| b.d = half(-0.75)),
+                rows,
+                cols,
+            }
+        }
+
+        fn weights(&self) -> [Weight<'_>; 4] {
+            let (r, c) = (self.rows, self.cols);
+            [
+                Weight::Q4_0(BlockMatrix::new(&self.q4_0, r, c).unwrap()),
+                Weight::Q4K(BlockMatrix::new(&self.q4k, r, c).unwrap()),
+                Weight::Q5K(BlockMatrix::new(&self.q5k, r, c).unwrap()),
+                Weight::Q6K(BlockMatrix::new(&self.q6k, r, c).unwrap()),
+            ]
+        }
+    }
+
+    fn input(cols: usize) -> Vec<f32> {
+        (0..cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect()
+    }
+
+    /// A vector or batch quantized without the form a matrix reads is a
+    /// typed error from every entry point (the checks, and every backend's
+    /// `matvec` and `matmul`), never a panic or a short read of the form
+    /// that is there.
+    #[cfg_attr(
+        miri,
+        ignore = "the pool and parallel backends run threads Miri cannot (rayon)"
+    )]
+    #[test]
+    fn a_missing_activation_form_is_a_typed_error() {
+        let mats = Mats::new(5, 2 * QK_K);
+        let x = input(mats.cols);
+        let backends: Vec<AnyBackend> = [("scalar", 1), ("simd", 1), ("pool", 3), ("parallel", 2)]
+            .into_iter()
+            .map(|(n, t)| AnyBackend::new(n, t).unwrap())
+            .collect();
+        for w in mats.weights() {
+            let wrong = if w.forms().q8_k {
+                ActForms::Q8_0
+            } else {
+                ActForms::Q8_K
+            };
+            for forms in [wrong, ActForms::default()] {
+                let mut xq = QuantizedVector::new();
+                xq.quantize_forms(&x, forms).unwrap();
+                let mut out = vec![0.0; w.rows()];
+                let err = check_stacked_any(&[w], &xq, &out).unwrap_err();
+                assert!(matches!(err, ShapeError::InputLength { .. }), "{err:?}");
+                let mut xs = QuantizedBatch::new();
+                let batch: Vec<f32> = x.iter().chain(&x).chain(&x).copied().collect();
+                xs.quantize_forms(&batch, mats.cols, forms).unwrap();
+                let mut outs = vec![0.0; 3 * w.rows()];
+                for b in &backends {
+                    let e = b.matvec(&[w], &xq, &mut out).unwrap_err();
+                    assert!(matches!(e, ShapeError::InputLength { .. }), "{}", b.name());
+                    let e = b.matmul(&w, &xs, &mut outs).unwrap_err();
+                    assert!(matches!(e, ShapeError::InputLength { .. }), "{}", b.name());
+                }
+                // Stacked with a matrix whose form is there: still refused.
+                let both = [w, mats.weights()[if w.forms().q8_k { 0 } else { 1 }]];
+                let mut out2 = vec![0.0; 2 * w.rows()];
+                for b in &backends {
+                    assert!(b.matvec(&both, &xq, &mut out2).is_err(), "{}", b.name());
+                }
+            }
+        }
+    }
+
+    /// Any range of stacked rows (every start and end, the last row
+    /// included, so the prefetch runs past the end of the blocks) gives
+    /// each row's own dot product, with every available kernel, for every
+    /// weight type; an empty matrix and zero-column matrices give nothing
+    /// or zeros.
+    #[cfg_attr(
+        miri,
+        ignore = "safe code only under Miri (no token, no prefetch), and slow there"
+    )]
+    #[test]
+    fn every_range_of_rows_is_each_rows_dot() {
+        let mats = Mats::new(5, 2 * QK_K);
+        let ws = mats.weights();
+        let x = input(mats.cols);
+        let mut xq = QuantizedVector::new();
+        xq.quantize_forms(&x, ActForms::Q8_0.union(ActForms::Q8_K))
+            .unwrap();
+        let total: usize = ws.iter().map(|w| w.rows()).sum();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            let mut want = Vec::new();
+            for w in &ws {
+                for r in 0..w.rows() {
+                    want.push(match w {
+                        Weight::Q4_0(m) => k.dot_q4_0(m.row(r), xq.act()),
+                        Weight::Q4K(m) => k.dot_q4_k(m.row(r), xq.k_act()),
+                        Weight::Q5K(m) => k.dot_q5_k(m.row(r), xq.k_act()),
+                        Weight::Q6K(m) => k.dot_q6_k(m.row(r), xq.k_act()),
+                        Weight::Q8_0(_) => unreachable!(),
+                    });
+                }
+            }
+            assert!(want.iter().all(|v| v.is_finite()), "{kernel:?} {want:?}");
+            check_stacked_any(&ws, &xq, &want).unwrap();
+            for lo in 0..=total {
+                for hi in lo..=total {
+                    let mut out = vec![f32::NAN; hi - lo];
+                    stacked_rows_any(k, &ws, &xq, lo..hi, &mut out);
+                    assert_eq!(
+                        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        want[lo..hi].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{kernel:?} rows {lo}..{hi}"
+                    );
+                }
+            }
+            // No rows, and rows of no columns (an empty activation).
+            let mut empty = QuantizedVector::new();
+            empty
+                .quantize_forms(&[], ActForms::Q8_0.union(ActForms::Q8_K))
+                .unwrap();
+            for (rows, cols) in [(0, 0), (3, 0)] {
+                let m = Mats::new(rows, cols);
+                let ws = m.weights();
+                let mut out = vec![f32::NAN; 4 * rows];
+                check_stacked_any(&ws, &empty, &out).unwrap();
+                stacked_rows_any(k, &ws, &empty, 0..4 * rows, &mut out);
+                assert!(out.iter().all(|&v| v == 0.0), "{kernel:?} {out:?}");
+            }
+            let m0 = Mats::new(0, 2 * QK_K);
+            let mut none: [f32; 0] = [];
+            check_stacked_any(&m0.weights(), &xq, &none).unwrap();
+            stacked_rows_any(k, &m0.weights(), &xq, 0..0, &mut none);
+        }
+    }
+
+    /// The prefill product of every weight type, for batches of 1 to 9 rows
+    /// (the four-row kernels and the leftover single rows), with every
+    /// available kernel, is each row's decode dot, bit for bit.
+    #[cfg_attr(
+        miri,
+        ignore = "safe code only under Miri (no token, no prefetch), and slow there"
+    )]
+    #[test]
+    fn prefill_rows_equal_decode_dots_for_every_batch_size() {
+        let mats = Mats::new(19, 2 * QK_K);
+        let both = ActForms::Q8_0.union(ActForms::Q8_K);
+        for n in 1..=9 {
+            let x: Vec<f32> = (0..n)
+                .flat_map(|i| {
+                    input(mats.cols)
+                        .into_iter()
+                        .map(move |v| v * (i as f32 + 1.0) / 3.0)
+                })
+                .collect();
+            let mut xs = QuantizedBatch::new();
+            xs.quantize_forms(&x, mats.cols, both).unwrap();
+            for kernel in Kernel::ALL {
+                let Some(k) = kernel.dispatch() else { continue };
+                for w in mats.weights() {
+                    let mut out = vec![f32::NAN; n * w.rows()];
+                    check_batch_any(&w, &xs, &out).unwrap();
+                    matmul_any_with(k, &w, &xs, &mut out);
+                    for i in 0..n {
+                        let mut xq = QuantizedVector::new();
+                        xq.quantize_forms_with(k, &x[i * mats.cols..(i + 1) * mats.cols], both)
+                            .unwrap();
+                        let mut row = vec![f32::NAN; w.rows()];
+                        stacked_rows_any(k, &[w], &xq, 0..w.rows(), &mut row);
+                        let got = &out[i * w.rows()..(i + 1) * w.rows()];
+                        assert_eq!(
+                            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            row.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            "{kernel:?} {} batch {n} row {i}",
+                            w.type_name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -134,7 +134,7 @@ impl<M: ModelRef, B: Backend> Session<M, B> {
     where
         F: FnMut(u32) -> ControlFlow<StopReason>,
     {
-        let needed = prompt.len() + max_tokens.saturating_sub(1);
+        let needed = prompt.len().saturating_add(max_tokens.saturating_sub(1));
         if needed > self.capacity() - self.position() {
             return Err(ModelError::ContextFull {
                 used: self.position(),

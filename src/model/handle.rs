@@ -144,6 +144,32 @@ impl Model {
     }
 
     /// The model: configuration and weights.
+    ///
+    /// The weights are views of the file this `Model` owns, so nothing
+    /// borrowed from them outlives the `Model`: not the `Qwen3`, not one
+    /// of its matrices (copied out of it or not), and a thread that is
+    /// not scoped cannot take them.
+    ///
+    /// ```compile_fail,E0505
+    /// use inferno_cpu::model::Model;
+    /// use inferno_cpu::synth::{model_bytes, SynthConfig};
+    ///
+    /// let model = Model::from_bytes(&model_bytes(&SynthConfig::tiny(), 7).unwrap()).unwrap();
+    /// let q = model.qwen3().weights.layers[0].q; // a `Copy` view
+    /// drop(model);
+    /// assert!(q.rows() > 0); // error: `model` dropped while borrowed
+    /// ```
+    ///
+    /// ```compile_fail,E0597
+    /// use std::sync::Arc;
+    /// use inferno_cpu::model::Model;
+    /// use inferno_cpu::synth::{model_bytes, SynthConfig};
+    ///
+    /// let model = Arc::new(Model::from_bytes(&model_bytes(&SynthConfig::tiny(), 7).unwrap()).unwrap());
+    /// let q = model.qwen3();
+    /// // error: `model` does not live long enough (`spawn` needs `'static`)
+    /// std::thread::spawn(move || q.weights.layers[0].q.rows()).join().unwrap();
+    /// ```
     pub fn qwen3(&self) -> &Qwen3<'_> {
         self.cell.borrow_dependent()
     }
@@ -227,5 +253,92 @@ mod tests {
         .unwrap();
         assert_eq!(got, b.decode(3).unwrap());
         assert_eq!(a.decode(4).unwrap(), b.decode(4).unwrap());
+    }
+
+    /// `TINY` with the first occurrence of `from` replaced by `to` (of the
+    /// same length).
+    fn edited(from: &[u8], to: &[u8]) -> Vec<u8> {
+        assert_eq!(from.len(), to.len());
+        let mut bytes = TINY.to_vec();
+        let at = bytes
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("present");
+        bytes[at..at + from.len()].copy_from_slice(to);
+        bytes
+    }
+
+    /// A loader that fails or panics after borrowing the file frees the
+    /// file once and leaks nothing (Miri checks both), whether the error
+    /// comes from `Qwen3::load` or from the builder itself; a tokenizer
+    /// that fails before the cell is built drops the file normally.
+    #[test]
+    fn failed_and_panicking_builds_free_the_file_once() {
+        // The weights load but one tensor is missing: the builder's error.
+        let missing = edited(b"output_norm.weight", b"output_norx.weight");
+        assert!(matches!(
+            Model::from_bytes(&missing),
+            Err(ModelError::Gguf(_))
+        ));
+        // The tokenizer's key is gone: an error before the cell exists.
+        let no_tokens = edited(b"tokenizer.ggml.tokens", b"tokenizer.ggml.tokenz");
+        assert!(Model::from_bytes(&no_tokens).is_err());
+        // A builder that returns an error after building the dependent.
+        let file = GgufFile::from_bytes(TINY).unwrap();
+        let got = ModelCell::try_new(file, |file| {
+            let q = Qwen3::load(&file.gguf())?;
+            assert!(q.config.layers > 0);
+            Err::<Qwen3<'_>, ModelError>(ModelError::Tokenizer(
+                crate::tokenizer::TokenizerError::EmptyVocab,
+            ))
+        });
+        assert!(got.is_err());
+        // A builder that panics holding a built dependent.
+        let file = GgufFile::from_bytes(TINY).unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ModelCell::try_new(file, |file| {
+                let q = Qwen3::load(&file.gguf())?;
+                if q.config.layers > 0 {
+                    panic!("loader panicked");
+                }
+                Ok::<_, ModelError>(q)
+            })
+        }));
+        assert!(caught.is_err());
+    }
+
+    /// The weight views stay where they were while the `Model` value moves
+    /// (into a box, a vector, another thread) and still read the file's
+    /// bytes there: the decode gives the same logits after every move.
+    #[test]
+    fn views_survive_moves_of_the_model() {
+        let model = Model::from_bytes(TINY).unwrap();
+        let at = |m: &Model| match &m.qwen3().weights.layers[0].q {
+            crate::matvec::Weight::Q8_0(w) => w.blocks().as_ptr() as usize,
+            other => panic!("the fixture's q is {}", other.type_name()),
+        };
+        let first = at(&model);
+        let decode = |m: &Model| {
+            let mut s = Session::new(m, crate::backend::Scalar, SessionOptions::default()).unwrap();
+            s.prefill(&[2, 3]).unwrap().to_vec()
+        };
+        let want = decode(&model);
+        let boxed = Box::new(model);
+        assert_eq!(at(&boxed), first);
+        let mut v = vec![*boxed];
+        v.reserve(100);
+        assert_eq!(at(&v[0]), first);
+        let model = v.pop().unwrap();
+        let (model, got) = std::thread::spawn(move || {
+            let got = decode(&model);
+            (model, got)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(at(&model), first);
+        assert_eq!(got, want);
+        // The file the views borrow is the cell's own.
+        let bytes = model.file().gguf().bytes().as_ptr_range();
+        assert!(bytes.contains(&(first as *const u8)));
     }
 }
