@@ -11,11 +11,12 @@
 # tests/prop_matvec.rs (pooled and rayon matvecs and matmuls equal the
 # single-core matvec).
 #
-# Time: the debug build of those test binaries for aarch64 (the crate's
-# default `cli` feature off: no `inferno` binary to build), then the emulated runs
-# with every property test at $QEMU_PROPTEST_CASES cases (default 32;
-# passed to the tests as PROPTEST_CASES, which they read for every count;
-# the native run, without it, keeps each test's own count).
+# Time: the debug build of those test binaries for aarch64 (without the
+# default `cli` feature: no `inferno` binary to build), then the emulated
+# runs with every property test at $QEMU_PROPTEST_CASES cases (default 64,
+# the count the x86 kernel suites run natively; passed to the tests as
+# PROPTEST_CASES, which they read for every count, so the native run,
+# without it, keeps each test's own count).
 #
 # Needs the aarch64-unknown-linux-gnu Rust target, aarch64-linux-gnu-gcc and
 # qemu-aarch64; installs them when missing and possible (rustup; apt-get as
@@ -50,7 +51,7 @@ trap 'rm -f "$log"' EXIT
 suites=(--test prop_quant --test prop_kquant --test prop_matvec)
 # One feature set for the build and both runs, so nothing is rebuilt.
 flags=(--target "$target" --no-default-features)
-export PROPTEST_CASES=${QEMU_PROPTEST_CASES:-32}
+export PROPTEST_CASES=${QEMU_PROPTEST_CASES:-64}
 started=$SECONDS
 cargo test "${flags[@]}" --lib --no-run "${suites[@]}" >/dev/null 2>&1 \
   || cargo test "${flags[@]}" --lib --no-run "${suites[@]}"
