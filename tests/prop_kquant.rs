@@ -152,8 +152,18 @@ fn check_bound(got: f32, want: f64, nb: usize, m: f64) -> Result<(), TestCaseErr
     Ok(())
 }
 
+/// `n` cases, or `PROPTEST_CASES` when it is set. Proptest reads that
+/// variable only for tests that name no count; the emulated aarch64 run
+/// (`ci/aarch64-qemu.sh`) lowers every count with it.
+fn cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(n)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(cases(128)))]
 
     #[test]
     #[cfg_attr(miri, ignore = "proptest is too slow under Miri")]

@@ -72,11 +72,21 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|f| f.to_bits()).collect()
 }
 
+/// `n` cases, or `PROPTEST_CASES` when it is set. Proptest reads that
+/// variable only for tests that name no count; the emulated aarch64 run
+/// (`ci/aarch64-qemu.sh`) lowers every count with it.
+fn cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(n)
+}
+
 proptest! {
     // 64 cases each; every case is bounded by MAX_WEIGHTS (or 300 rows of
     // at most 512 columns, times 8 batch rows), so the file stays within
     // seconds in a debug build.
-    #![proptest_config(Config::with_cases(64))]
+    #![proptest_config(Config::with_cases(cases(64)))]
 
     #[test]
     fn q8_pool_equals_single(

@@ -26,18 +26,28 @@ use inferno_cpu::quant::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 
-/// `cases` cases, with failures saved to and replayed from
+/// `n` cases (see [`cases`]), with failures saved to and replayed from
 /// `tests/prop_quant.proptest-regressions` (proptest cannot find the
 /// source file by itself outside `#[test]` functions; tests run from the
 /// package root).
-fn config(cases: u32) -> Config {
+fn config(n: u32) -> Config {
     Config {
-        cases,
+        cases: cases(n),
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "tests/prop_quant.proptest-regressions",
         ))),
         ..Config::default()
     }
+}
+
+/// `n` cases, or `PROPTEST_CASES` when it is set. Proptest reads that
+/// variable only for tests that name no count; the emulated aarch64 run
+/// (`ci/aarch64-qemu.sh`) lowers every count with it.
+fn cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(n)
 }
 
 /// GGML's `quantize_row_q8_0_ref`, transcribed line by line from C. Where
