@@ -368,6 +368,7 @@ pub(crate) fn matvec_pool_stacked(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(not(feature = "loom"))]
     use crate::backend::{AnyBackend, Backend};
     use crate::quant::{ActForms, Kernel, QK_K};
 
@@ -443,6 +444,8 @@ mod tests {
         miri,
         ignore = "the pool and parallel backends run threads Miri cannot (rayon)"
     )]
+    // The pool runs on loom's scheduler under `loom`, only inside a model.
+    #[cfg(not(feature = "loom"))]
     #[test]
     fn a_missing_activation_form_is_a_typed_error() {
         let mats = Mats::new(5, 2 * QK_K);
