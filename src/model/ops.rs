@@ -144,8 +144,9 @@ pub(crate) fn softmax(x: &mut [f32]) {
     }
 }
 
-/// One layer's cached keys or values: `positions x kv_dim` values, in the
-/// cache's element type.
+/// One layer's cached keys or values, head after head (`positions x
+/// head_dim` values each, `head_stride` apart), in the cache's element
+/// type.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KvRows<'a> {
     F16(&'a [f16]),
@@ -155,12 +156,12 @@ pub(crate) enum KvRows<'a> {
 /// Everything one attention head needs beside its scratch space.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HeadJob<'a> {
-    /// The layer's cached keys, `positions x kv_dim`.
+    /// The layer's cached keys.
     pub k: KvRows<'a>,
-    /// The layer's cached values, `positions x kv_dim`.
+    /// The layer's cached values, laid out as the keys.
     pub v: KvRows<'a>,
-    /// Values per cached row (`kv_heads * head_dim`).
-    pub kv_dim: usize,
+    /// Values from one key/value head's first row to the next head's.
+    pub head_stride: usize,
     /// Width of a head.
     pub head_dim: usize,
     /// `1 / sqrt(head_dim)`.
@@ -210,14 +211,14 @@ impl GroupScratch {
 pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut GroupScratch) {
     let hd = job.head_dim;
     let cap = s.capacity;
-    let start = kv * hd;
+    let start = kv * job.head_stride;
     if job.round {
         round_f16(&mut s.q);
     }
     // The cache is read in place: `f16` rows are widened inside the
     // kernels, never copied (a prefill would otherwise convert every row
     // once per later token).
-    let row = |t: usize| t * job.kv_dim + start..t * job.kv_dim + start + hd;
+    let row = |t: usize| start + t * hd..start + (t + 1) * hd;
     let queries = s.q.chunks_exact(hd).enumerate();
     match job.k {
         KvRows::F16(k) => {
@@ -259,16 +260,13 @@ pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut G
         let (o0, o1) = s.out.split_at_mut(hd);
         let (p0, p1) = s.scores.split_at(cap);
         let ps = [&p0[..n_pos], &p1[..n_pos]];
-        job.dot
-            .weighted_sum_f16_x2([o0, o1], ps, &v[start..], job.kv_dim);
+        job.dot.weighted_sum_f16_x2([o0, o1], ps, &v[start..], hd);
         return;
     }
     for (scores, out) in s.scores.chunks_exact(cap).zip(s.out.chunks_exact_mut(hd)) {
         let scores = &scores[..n_pos];
         match job.v {
-            KvRows::F16(v) => job
-                .dot
-                .weighted_sum_f16(out, scores, &v[start..], job.kv_dim),
+            KvRows::F16(v) => job.dot.weighted_sum_f16(out, scores, &v[start..], hd),
             KvRows::F32(v) => {
                 out.fill(0.0);
                 for (t, &p) in scores.iter().enumerate() {
@@ -340,7 +338,7 @@ mod tests {
     #[test]
     fn attention_with_scores_past_exp_overflow() {
         let q = [10.0f32; 4];
-        // kv_dim 4, one kv head, two positions.
+        // One kv head of width 4, two positions.
         let k = [10.0f32, 10.0, 10.0, 10.0, 9.875, 9.875, 9.875, 9.875];
         let v = [1.0f32, 0.0, 2.0, 4.0, 0.0, 1.0, 2.0, -4.0];
         let w1 = (-2.5f64).exp() / (1.0 + (-2.5f64).exp());
@@ -360,7 +358,7 @@ mod tests {
             let job = HeadJob {
                 k: kr,
                 v: vr,
-                kv_dim: 4,
+                head_stride: 8,
                 head_dim: 4,
                 scale: 0.5,
                 round,
@@ -385,7 +383,7 @@ mod tests {
         let job = HeadJob {
             k: KvRows::F32(&k),
             v: KvRows::F32(&v),
-            kv_dim: 8,
+            head_stride: 4,
             head_dim: 4,
             scale: 0.5,
             round: false,
@@ -393,7 +391,9 @@ mod tests {
         };
         let mut s = GroupScratch::new(2, 4, 4);
         s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0]);
-        attend_group(&job, 1, 1, &mut s); // heads 2 and 3 read kv head 1: values 4..8
+        // Two kv heads of one position each (capacity 1, so 4 values apart):
+        // heads 2 and 3 read kv head 1, values 4..8.
+        attend_group(&job, 1, 1, &mut s);
         assert_eq!(s.out, [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]);
     }
 }

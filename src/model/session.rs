@@ -259,7 +259,7 @@ impl<B: Backend> State<B> {
             0 => c.context.min(DEFAULT_MAX_POSITIONS),
             n => n,
         };
-        let cache = KvCache::new(opts.kv, c.layers, capacity, c.kv_dim())?;
+        let cache = KvCache::new(opts.kv, c.layers, capacity, c.kv_heads, c.head_dim)?;
         let widest = c.hidden.max(c.ffn).max(c.q_dim());
         Ok(Self {
             backend,
@@ -342,7 +342,7 @@ impl<B: Backend> State<B> {
             let job = HeadJob {
                 k: kc,
                 v: vc,
-                kv_dim: kvd,
+                head_stride: self.cache.head_stride(),
                 head_dim: hd,
                 scale: 1.0 / (hd as f32).sqrt(),
                 round: self.cache.dtype() == KvDtype::F16,
@@ -515,7 +515,7 @@ impl<B: Backend> State<B> {
             let job = HeadJob {
                 k: kc,
                 v: vc,
-                kv_dim: kvd,
+                head_stride: self.cache.head_stride(),
                 head_dim: hd,
                 scale: 1.0 / (hd as f32).sqrt(),
                 round: self.cache.dtype() == KvDtype::F16,
