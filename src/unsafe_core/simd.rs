@@ -208,18 +208,19 @@ mod x86 {
         }
     }
 
-    /// Proof that the CPU has AVX-512 F, VL and VNNI, plus AVX2, FMA and
-    /// F16C.
+    /// Proof that the CPU has AVX-512 F, VL, BW and VNNI, plus AVX2, FMA
+    /// and F16C (every CPU with AVX-512 VNNI has BW).
     #[derive(Clone, Copy, Debug)]
     pub(crate) struct Avx512VnniToken(());
 
     impl Avx512VnniToken {
         /// `Some` only if the running CPU has avx512f, avx512vl,
-        /// avx512vnni, avx2, fma and f16c (never under Miri).
+        /// avx512bw, avx512vnni, avx2, fma and f16c (never under Miri).
         pub(crate) fn new() -> Option<Self> {
             Avx2Token::new()?;
             let ok = std::is_x86_feature_detected!("avx512f")
                 && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512bw")
                 && std::is_x86_feature_detected!("avx512vnni");
             ok.then_some(Self(()))
         }

@@ -49,18 +49,206 @@ fn lanes(w_unsigned: Weight, x: &ActBlock) -> __m256i {
 
 q8_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
 
-/// `acc + vpmaddwd(a, b)` in one `vpdpwssd` (the multiply-add of `i16`
-/// pairs accumulating into the `i32` lanes), for the K-quant kernels
-/// (`k_kernels!`): the same lanes as AVX2's `vpmaddwd` then `vpaddd`, one
-/// instruction fewer per 32 weights, and the f32 part is AVX2's, so the
-/// AVX-512 VNNI K-quant kernels return the AVX2 kernels' bits.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    _mm256_dpwssd_epi32(acc, a, b)
+// The K-quant kernels at 512 bits: one register holds two 32-weight steps
+// of a block (a Q4_K/Q5_K sub-block pair, two Q6_K steps), so a block
+// takes four `vpmaddubsw` and four `vpdpwssd` instead of eight of each.
+// The 16 lanes fold to 8 by adding the halves: lane `m` of each half holds
+// the products of bytes `4m..4m + 4` of its step, as at 256 bits, and
+// integer addition is exact, so the folded lanes are the 256-bit kernels'
+// lanes and `k_kernels!` (the f32 part) returns the AVX2 kernels' bits.
+
+/// The weight side of a Q4_K or Q5_K block at 512 bits.
+struct K4Prep {
+    /// Levels of sub-blocks `2k` (low half) and `2k + 1` (high half).
+    q: [__m512i; 4],
+    /// Their 6-bit scales, each in its half's 32 `i16` lanes.
+    sc: [__m512i; 4],
+    /// The mins, each repeated for the two 16-value sums it covers.
+    mins: __m256i,
+    /// The block's scale and min scale, widened.
+    d: f32,
+    dmin: f32,
 }
 
-k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
+/// Scales (`i16` lanes 0-7) and mins (8-15) of a Q4_K/Q5_K block, widened,
+/// and the scale registers of its four sub-block pairs.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_scales(packed: &[u8; 12]) -> ([__m512i; 4], __m256i) {
+    let v: __m128i = bytemuck::cast(crate::quant::kcommon::scales_mins_k4(packed));
+    let wide = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(v));
+    let sc = core::array::from_fn(|k| {
+        let idx = _mm512_inserti64x4::<1>(
+            _mm512_set1_epi16(2 * k as i16),
+            _mm256_set1_epi16(2 * k as i16 + 1),
+        );
+        _mm512_permutexvar_epi16(idx, wide)
+    });
+    (sc, super::avx2::k4_mins(v))
+}
+
+/// Each 64-byte register of a Q4_K block's nibbles broadcast from 32 bytes
+/// and shifted by 0 in its low half and 4 in its high half: the levels of a
+/// sub-block pair after `& 0x0f`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn nibble_pairs(qs: &[u8; 128]) -> [__m512i; 4] {
+    let low4 = _mm512_set1_epi8(0x0f);
+    let shift = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4));
+    let (qs, _) = qs.as_chunks::<32>();
+    core::array::from_fn(|k| {
+        let bits: __m256i = bytemuck::cast(qs[k]);
+        let both = _mm512_broadcast_i64x4(bits);
+        _mm512_and_si512(_mm512_srlv_epi16(both, shift), low4)
+    })
+}
+
+/// [`K4Prep`] of a Q4_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
+    let (sc, mins) = k4_scales(&wb.scales);
+    let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+    K4Prep {
+        q: nibble_pairs(&wb.qs),
+        sc,
+        mins,
+        d,
+        dmin,
+    }
+}
+
+/// [`K4Prep`] of a Q5_K block: the Q4_K nibbles with each sub-block's
+/// fifth bits (bit `j` of each `qh` byte for sub-block `j`) added as 16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
+    let one = _mm512_set1_epi8(1);
+    let (sc, mins) = k4_scales(&wb.scales);
+    let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+    let hb = _mm512_broadcast_i64x4(bytemuck::cast(wb.qh));
+    let mut q = nibble_pairs(&wb.qs);
+    for (k, qk) in q.iter_mut().enumerate() {
+        // Bits `2k` (low half) and `2k + 1` (high half) of each byte: the
+        // shift moves 16-bit lanes, but the mask keeps each byte's own bit.
+        let shift = _mm512_inserti64x4::<1>(
+            _mm512_set1_epi16(2 * k as i16),
+            _mm256_set1_epi16(2 * k as i16 + 1),
+        );
+        let bit = _mm512_and_si512(_mm512_srlv_epi16(hb, shift), one);
+        *qk = _mm512_or_si512(*qk, _mm512_slli_epi16::<4>(bit));
+    }
+    K4Prep {
+        q,
+        sc,
+        mins,
+        d,
+        dmin,
+    }
+}
+
+/// The 16 lanes of a block folded to the 256-bit kernels' 8.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn fold(s: __m512i) -> __m256i {
+    _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s))
+}
+
+/// The integer lanes of a Q4_K/Q5_K block against an activation block
+/// (see `k_prep_256!`'s `k4_lanes`): the activation's 64-byte registers
+/// hold the same sub-block pairs as the levels, in two `vpdpwssd` chains.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_lanes(p: &K4Prep, xb: &BlockQ8K) -> __m256i {
+    let (q8, _) = xb.qs.as_chunks::<64>();
+    let mut s = [_mm512_setzero_si512(); 2];
+    for k in 0..4 {
+        let xv: __m512i = bytemuck::cast(q8[k]);
+        s[k % 2] = _mm512_dpwssd_epi32(s[k % 2], _mm512_maddubs_epi16(p.q[k], xv), p.sc[k]);
+    }
+    fold(_mm512_add_epi32(s[0], s[1]))
+}
+
+/// The weight side of a Q6_K block at 512 bits.
+struct Q6Prep {
+    /// Levels `0..=63` of steps `2k` (low half) and `2k + 1` (high half).
+    q: [__m512i; 4],
+    /// Their four scales (one per 16 weights) in `i16` lanes.
+    sc: [__m512i; 4],
+    /// The block's scale, widened.
+    d: f32,
+}
+
+/// [`Q6Prep`] of a block: per 128 weights, one 64-byte load of low nibbles
+/// and a broadcast of 32 bytes of high bit pairs, shifted by a different
+/// count in each half, rebuild two registers of levels.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
+    let low4 = _mm512_set1_epi8(0x0f);
+    let low2 = _mm512_set1_epi8(0x03);
+    let halves =
+        |lo: i16, hi: i16| _mm512_inserti64x4::<1>(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi));
+    let (ql, _) = wb.ql.as_chunks::<64>();
+    let (qh, _) = wb.qh.as_chunks::<32>();
+    let mut q = [_mm512_setzero_si512(); 4];
+    for h in 0..2 {
+        let l: __m512i = bytemuck::cast(ql[h]);
+        let hb = _mm512_broadcast_i64x4(bytemuck::cast(qh[h]));
+        // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
+        let top =
+            |s: __m512i| _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(hb, s), low2));
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), top(halves(0, 2)));
+        q[2 * h + 1] = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(l), low4),
+            top(halves(4, 6)),
+        );
+    }
+    let wide = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(bytemuck::cast(wb.scales)));
+    let sc = core::array::from_fn(|k| {
+        // Lane `i` of pair `k` takes scale `4k + i / 8`.
+        let idx = _mm512_add_epi16(
+            _mm512_set1_epi16(4 * k as i16),
+            _mm512_set_epi64(
+                0x0003_0003_0003_0003,
+                0x0003_0003_0003_0003,
+                0x0002_0002_0002_0002,
+                0x0002_0002_0002_0002,
+                0x0001_0001_0001_0001,
+                0x0001_0001_0001_0001,
+                0,
+                0,
+            ),
+        );
+        _mm512_permutexvar_epi16(idx, wide)
+    });
+    Q6Prep {
+        q,
+        sc,
+        d: super::avx2::f16_pair(wb.d, [0; 2]).0,
+    }
+}
+
+/// The integer lanes of a Q6_K block against an activation block (see
+/// `k_prep_256!`'s `q6_lanes`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
+    let m32 = _mm512_set1_epi8(32);
+    let (q8, _) = xb.qs.as_chunks::<64>();
+    let mut s = [_mm512_setzero_si512(); 2];
+    for k in 0..4 {
+        let xv: __m512i = bytemuck::cast(q8[k]);
+        let pr = _mm512_sub_epi16(
+            _mm512_maddubs_epi16(p.q[k], xv),
+            _mm512_maddubs_epi16(m32, xv),
+        );
+        s[k % 2] = _mm512_dpwssd_epi32(s[k % 2], pr, p.sc[k]);
+    }
+    fold(_mm512_add_epi32(s[0], s[1]))
+}
+
+k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni");
 
 /// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by
 /// the activations onto the activation's `-8 * sum`.

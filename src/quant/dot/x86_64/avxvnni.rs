@@ -46,6 +46,7 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
     _mm256_dpwssd_avx_epi32(acc, a, b)
 }
 
+k_prep_256!("avx2,fma,f16c,avxvnni");
 k_kernels!("avx2,fma,f16c,avxvnni");
 
 /// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by

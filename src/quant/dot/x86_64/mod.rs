@@ -134,32 +134,23 @@ macro_rules! q8_kernels {
     };
 }
 
-/// The K-quant kernels of one x86 instruction set (Q4_K, Q5_K and Q6_K
-/// weights with Q8_K activations), given that module's
-/// `madd_acc(acc, a, b) -> __m256i`, which adds `vpmaddwd(a, b)` to the
-/// eight `i32` lanes of `acc` (AVX2: `vpmaddwd` then `vpaddd`; VNNI: one
-/// `vpdpwssd`), compiled with `$features` so everything inlines.
+/// The K-quant weight side of one x86 instruction set at 256 bits (AVX2,
+/// AVX-VNNI), given that module's `madd_acc(acc, a, b) -> __m256i`, which
+/// adds `vpmaddwd(a, b)` to the eight `i32` lanes of `acc` (AVX2:
+/// `vpmaddwd` then `vpaddd`; VNNI: one `vpdpwssd`). Defines what
+/// `k_kernels!` reads: `K4Prep`/`Q6Prep` (a block's levels unpacked to
+/// bytes, its scales spread to `i16` lanes), built once per weight block by
+/// `q4_k_prep`, `q5_k_prep` and `q6_k_prep`, and `k4_lanes`/`q6_lanes`,
+/// the integer part of one (weight block, activation block) pair.
 ///
-/// Each format has a weight side (`*_prep`: the block's levels unpacked to
-/// bytes, its scales broadcast to `i16` lanes, its f32 scales), built once
-/// per block, and an activation side (`*_step`) that adds one activation
-/// block's term to a row's accumulators. The single-row dot is prep then
-/// step per block; the four-row form (`*_x4`) builds the prep once and runs
-/// the same step on each row, so each of its four results is the
-/// single-row dot's, bit for bit. A prefill meets every weight block with
-/// many activation rows, and for the K-quants the weight side (nibble
-/// unpacking, 6-bit scale decoding) is most of the work of a block.
-///
-/// The `i32` lanes are exact and the same in every instruction set: lane
-/// `m` of a 32-byte step holds the products of bytes `4m..4m + 4` (the
-/// pairing of `vpmaddubsw` then `vpmaddwd`), times the sub-block's scale,
-/// summed over the block's steps; integer addition is exact while nothing
-/// overflows (each lane stays below `2^23` in magnitude), so the order of
-/// the adds cannot change a lane. The f32 part (one FMA of
-/// `(d * d_x) * lanes` per block into eight running sums, the mins' term
-/// in a scalar sum, one fixed horizontal sum) is written once here, so
-/// every expansion returns the AVX2 kernel's bits.
-macro_rules! k_kernels {
+/// The lanes are exact and the same in every instruction set: lane `m` of
+/// a 32-weight step holds the products of bytes `4m..4m + 4` (the pairing
+/// of `vpmaddubsw` then `vpmaddwd`), times the sub-block's scale, summed
+/// over the block's eight steps. Integer addition is exact while nothing
+/// overflows (each lane stays below `2^23` in magnitude), so neither the
+/// order of the adds nor how the steps are grouped into registers can
+/// change a lane.
+macro_rules! k_prep_256 {
     ($features:literal) => {
         /// The weight side of a Q4_K or Q5_K block.
         struct K4Prep {
@@ -178,21 +169,15 @@ macro_rules! k_kernels {
         /// six-bit values unpacked on 32-bit words
         /// (`kcommon::scales_mins_k4`), then spread with byte shuffles of
         /// constant patterns, without a branch or a round trip through
-        /// memory. (Against decoding them one at a time into `set1`
-        /// broadcasts this measured the same, within noise, on an Intel
-        /// Xeon: the kernels' time goes to the products.)
+        /// memory.
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_scales(packed: &[u8; 12]) -> ([__m256i; 8], __m256i) {
             let v: __m128i = bytemuck::cast(crate::quant::kcommon::scales_mins_k4(packed));
-            // Min `j` (byte 8 + j) twice, for the two 16-value sums it covers.
-            let mins_ctl =
-                _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-            let mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, mins_ctl));
             let sc = core::array::from_fn(|j| {
                 _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, _mm_set1_epi8(j as i8)))
             });
-            (sc, mins)
+            (sc, super::avx2::k4_mins(v))
         }
 
         /// [`K4Prep`] of a Q4_K block: per 64 weights, one 32-byte load of
@@ -203,6 +188,7 @@ macro_rules! k_kernels {
         fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
             let (sc, mins) = k4_scales(&wb.scales);
+            let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
             let (qs, _) = wb.qs.as_chunks::<32>();
             let mut q = [_mm256_setzero_si256(); 8];
             for (k, c) in qs.iter().enumerate() {
@@ -214,8 +200,8 @@ macro_rules! k_kernels {
                 q,
                 sc,
                 mins,
-                d: wb.d_f32(),
-                dmin: wb.dmin_f32(),
+                d,
+                dmin,
             }
         }
 
@@ -228,6 +214,7 @@ macro_rules! k_kernels {
             let low4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
             let (sc, mins) = k4_scales(&wb.scales);
+            let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
             let hb: __m256i = bytemuck::cast(wb.qh);
             // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves
             // 16-bit lanes, but the mask keeps only bit `s` of each byte's
@@ -250,32 +237,150 @@ macro_rules! k_kernels {
                 q,
                 sc,
                 mins,
-                d: wb.d_f32(),
-                dmin: wb.dmin_f32(),
+                d,
+                dmin,
             }
         }
 
+        /// The integer lanes of a Q4_K/Q5_K block against an activation
+        /// block: `vpmaddubsw` multiplies the unsigned levels (at most 31)
+        /// by the signed activations into pairwise `i16` sums (at most
+        /// `2 * 31 * 128`, no saturation), `madd_acc` multiplies them by
+        /// the sub-block's scale into the `i32` lanes, in two chains (even
+        /// and odd sub-blocks) so the adds do not wait on each other.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn k4_lanes(p: &K4Prep, xb: &BlockQ8K) -> __m256i {
+            let (q8, _) = xb.qs.as_chunks::<32>();
+            let mut s = [_mm256_setzero_si256(); 2];
+            for j in 0..8 {
+                let xv: __m256i = bytemuck::cast(q8[j]);
+                s[j % 2] = madd_acc(s[j % 2], _mm256_maddubs_epi16(p.q[j], xv), p.sc[j]);
+            }
+            _mm256_add_epi32(s[0], s[1])
+        }
+
+        /// The weight side of a Q6_K block.
+        struct Q6Prep {
+            /// Levels `0..=63` of the eight 32-weight steps, one byte each.
+            q: [__m256i; 8],
+            /// Each step's two scales (one per 16 weights, so the low and
+            /// high 128-bit halves differ) in `i16` lanes.
+            sc: [__m256i; 8],
+            /// The block's scale, widened.
+            d: f32,
+        }
+
+        /// [`Q6Prep`] of a block: per 128 weights, two 32-byte loads of low
+        /// nibbles and one of high bit pairs rebuild four vectors of levels;
+        /// step `j`'s scales (`2j` for its first 16 weights, `2j + 1` for
+        /// the rest) come from the widened scales by a dword broadcast and
+        /// a byte shuffle.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
+            let low4 = _mm256_set1_epi8(0x0f);
+            let low2 = _mm256_set1_epi8(0x03);
+            let (ql, _) = wb.ql.as_chunks::<32>();
+            let (qh, _) = wb.qh.as_chunks::<32>();
+            let mut q = [_mm256_setzero_si256(); 8];
+            for h in 0..2 {
+                let l1: __m256i = bytemuck::cast(ql[2 * h]);
+                let l2: __m256i = bytemuck::cast(ql[2 * h + 1]);
+                let hb: __m256i = bytemuck::cast(qh[h]);
+                // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
+                let top = |v: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(v, low2));
+                q[4 * h] = _mm256_or_si256(_mm256_and_si256(l1, low4), top(hb));
+                q[4 * h + 1] =
+                    _mm256_or_si256(_mm256_and_si256(l2, low4), top(_mm256_srli_epi16::<2>(hb)));
+                q[4 * h + 2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), low4),
+                    top(_mm256_srli_epi16::<4>(hb)),
+                );
+                q[4 * h + 3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(l2), low4),
+                    top(_mm256_srli_epi16::<6>(hb)),
+                );
+            }
+            let sc16 = _mm256_cvtepi8_epi16(bytemuck::cast(wb.scales));
+            // Bytes 0-1 of every dword in the low half, 2-3 in the high.
+            let spread = _mm256_setr_epi8(
+                0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, //
+                2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+            );
+            let sc = core::array::from_fn(|j| {
+                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(j as i32));
+                _mm256_shuffle_epi8(pair, spread)
+            });
+            Q6Prep {
+                q,
+                sc,
+                d: super::avx2::f16_pair(wb.d, [0; 2]).0,
+            }
+        }
+
+        /// The integer lanes of a Q6_K block against an activation block:
+        /// `vpmaddubsw` of the levels by the activations (pairs at most
+        /// `2 * 63 * 128`) minus `vpmaddubsw` of 32 by the activations
+        /// (pairs at most `2 * 32 * 128` in magnitude, so the difference
+        /// fits in `i16`) removes the levels' offset; `madd_acc` multiplies
+        /// by the scales into the `i32` lanes, in two chains.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
+            let m32 = _mm256_set1_epi8(32);
+            let (q8, _) = xb.qs.as_chunks::<32>();
+            let mut s = [_mm256_setzero_si256(); 2];
+            for j in 0..8 {
+                let xv: __m256i = bytemuck::cast(q8[j]);
+                let pr = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(p.q[j], xv),
+                    _mm256_maddubs_epi16(m32, xv),
+                );
+                s[j % 2] = madd_acc(s[j % 2], pr, p.sc[j]);
+            }
+            _mm256_add_epi32(s[0], s[1])
+        }
+    };
+}
+
+/// The K-quant kernels of one x86 instruction set (Q4_K, Q5_K and Q6_K
+/// weights with Q8_K activations), given that module's weight side
+/// (`k_prep_256!` or the AVX-512 one), compiled with `$features` so
+/// everything inlines.
+///
+/// The single-row dot is prep then step per block; the four-row form
+/// (`*_x4`) builds the prep once and runs the same step on each row, so
+/// each of its four results is the single-row dot's, bit for bit. A
+/// prefill meets every weight block with many activation rows, and for the
+/// K-quants the weight side (nibble unpacking, 6-bit scale decoding) is
+/// much of the work of a block.
+///
+/// The f32 part is written once here, and the lanes are the same in every
+/// instruction set, so every expansion returns the same bits: per block,
+/// one FMA adds `(d * d_x) * f32(lanes)` to eight running sums, and for
+/// Q4_K and Q5_K `(dmin * d_x) * (mins . bsums)` is subtracted from a
+/// scalar sum; one fixed horizontal sum ends the row. (Summing the mins'
+/// term in a vector instead saves a few instructions per block, and so
+/// does taking Q6_K's offset of 32 off through the activation's sums, but
+/// those orders met llama.cpp's less often: a tiny Q5_K_M model's logits
+/// then differed from llama.cpp's by an 8-bit activation rounding at most
+/// positions instead of none.)
+macro_rules! k_kernels {
+    ($features:literal) => {
         /// Adds one Q8_K block's term to a Q4_K/Q5_K row's accumulators:
-        /// `vpmaddubsw` multiplies the unsigned levels (at most 31) by the
-        /// signed activations into pairwise `i16` sums (at most
-        /// `2 * 31 * 128`, no saturation), `madd_acc` multiplies them by the
-        /// sub-block's scale into the `i32` lanes; the mins fold into
-        /// `vpmaddwd` of the activation's 16 sums with the mins. One FMA
-        /// adds `(d * d_x) * lanes` to `acc`, and `(dmin * d_x) * sum` is
-        /// subtracted from `acc_min`.
+        /// one FMA adds `(d * d_x) * lanes` to `acc`; the mins fold into
+        /// `vpmaddwd` of the activation's 16 sums with the mins, summed
+        /// exactly in integers, and `(dmin * d_x) * sum` is subtracted from
+        /// `acc_min`.
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_step(p: &K4Prep, xb: &BlockQ8K, acc: &mut __m256, acc_min: &mut f32) {
             let bsums: __m256i = bytemuck::cast(xb.bsums);
             let prod_min = _mm256_madd_epi16(bsums, p.mins);
-            let (q8, _) = xb.qs.as_chunks::<32>();
-            let mut sumi = _mm256_setzero_si256();
-            for j in 0..8 {
-                let xv: __m256i = bytemuck::cast(q8[j]);
-                sumi = madd_acc(sumi, _mm256_maddubs_epi16(p.q[j], xv), p.sc[j]);
-            }
+            let lanes = k4_lanes(p, xb);
             let d = p.d * xb.d;
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), *acc);
             let dmin = p.dmin * xb.d;
             *acc_min -= dmin * super::avx2::hsum_epi32(prod_min) as f32;
         }
@@ -349,81 +454,14 @@ macro_rules! k_kernels {
             core::array::from_fn(|i| super::avx2::hsum(acc[i]) + acc_min[i])
         }
 
-        /// The weight side of a Q6_K block.
-        struct Q6Prep {
-            /// Levels `0..=63` of the eight 32-weight steps, one byte each.
-            q: [__m256i; 8],
-            /// Each step's two scales (one per 16 weights, so the low and
-            /// high 128-bit halves differ) in `i16` lanes.
-            sc: [__m256i; 8],
-            /// The block's scale, widened.
-            d: f32,
-        }
-
-        /// [`Q6Prep`] of a block: per 128 weights, two 32-byte loads of low
-        /// nibbles and one of high bit pairs rebuild four vectors of levels.
-        #[inline]
-        #[target_feature(enable = $features)]
-        fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
-            let low4 = _mm256_set1_epi8(0x0f);
-            let low2 = _mm256_set1_epi8(0x03);
-            let (ql, _) = wb.ql.as_chunks::<32>();
-            let (qh, _) = wb.qh.as_chunks::<32>();
-            let mut q = [_mm256_setzero_si256(); 8];
-            for h in 0..2 {
-                let l1: __m256i = bytemuck::cast(ql[2 * h]);
-                let l2: __m256i = bytemuck::cast(ql[2 * h + 1]);
-                let hb: __m256i = bytemuck::cast(qh[h]);
-                // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
-                let top = |v: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(v, low2));
-                q[4 * h] = _mm256_or_si256(_mm256_and_si256(l1, low4), top(hb));
-                q[4 * h + 1] =
-                    _mm256_or_si256(_mm256_and_si256(l2, low4), top(_mm256_srli_epi16::<2>(hb)));
-                q[4 * h + 2] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l1), low4),
-                    top(_mm256_srli_epi16::<4>(hb)),
-                );
-                q[4 * h + 3] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(l2), low4),
-                    top(_mm256_srli_epi16::<6>(hb)),
-                );
-            }
-            let sc = core::array::from_fn(|j| {
-                _mm256_set_m128i(
-                    _mm_set1_epi16(i16::from(wb.scales[2 * j + 1])),
-                    _mm_set1_epi16(i16::from(wb.scales[2 * j])),
-                )
-            });
-            Q6Prep {
-                q,
-                sc,
-                d: wb.d_f32(),
-            }
-        }
-
-        /// Adds one Q8_K block's term to a Q6_K row's accumulator:
-        /// `vpmaddubsw` of the levels by the activations (pairs at most
-        /// `2 * 63 * 128`) minus `vpmaddubsw` of 32 by the activations
-        /// (pairs at most `2 * 32 * 128` in magnitude, so the difference
-        /// fits in `i16`) removes the levels' offset without reading the
-        /// activation's sums; `madd_acc` multiplies by the scales into the
-        /// `i32` lanes, and one FMA adds `(d * d_x) * lanes`.
+        /// Adds one Q8_K block's term to a Q6_K row's accumulator: one FMA
+        /// of `(d * d_x) * lanes`.
         #[inline]
         #[target_feature(enable = $features)]
         fn q6_step(p: &Q6Prep, xb: &BlockQ8K, acc: &mut __m256) {
-            let m32 = _mm256_set1_epi8(32);
-            let (q8, _) = xb.qs.as_chunks::<32>();
-            let mut sumi = _mm256_setzero_si256();
-            for j in 0..8 {
-                let xv: __m256i = bytemuck::cast(q8[j]);
-                let pr = _mm256_sub_epi16(
-                    _mm256_maddubs_epi16(p.q[j], xv),
-                    _mm256_maddubs_epi16(m32, xv),
-                );
-                sumi = madd_acc(sumi, pr, p.sc[j]);
-            }
+            let lanes = q6_lanes(p, xb);
             let d = p.d * xb.d;
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), *acc);
         }
 
         /// Q6_K x Q8_K dot product (see `quant::dot_q6_k_q8_k` for the
