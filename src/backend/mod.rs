@@ -161,6 +161,14 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// Every backend spreads a batch's quantization over its threads as it
+/// spreads any other per-row work.
+impl<B: Backend + ?Sized> crate::quant::Spread for B {
+    fn spread<T: Send, F: Fn(Range<usize>, &mut [T]) + Sync>(&self, data: &mut [T], f: F) {
+        self.for_each_range(data, f);
+    }
+}
+
 /// The callable form of a backend's kernel: a backend names its kernel as
 /// a [`Kernel`] (the public name), and the [`Dispatch`] its products call
 /// (that kernel with the CPU-feature token that lets it run) is always

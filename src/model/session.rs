@@ -499,7 +499,7 @@ impl<B: Backend> State<B> {
         for (l, lw) in w.layers.iter().enumerate() {
             norm_rows(x, &lw.attn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_forms(xn, h, Weight::forms_of(&[lw.q, lw.k, lw.v]))?;
+            xs.quantize_forms_on(b, xn, h, Weight::forms_of(&[lw.q, lw.k, lw.v]))?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.q, xs, q)?;
             b.matmul(&lw.k, xs, k)?;
@@ -539,7 +539,7 @@ impl<B: Backend> State<B> {
                 }
             }
             lap.lap(Op::Attention);
-            xs.quantize_forms(attn, qd, lw.o.forms())?;
+            xs.quantize_forms_on(b, attn, qd, lw.o.forms())?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.o, xs, tmp)?;
             lap.lap(Op::OutProj);
@@ -548,7 +548,7 @@ impl<B: Backend> State<B> {
 
             norm_rows(x, &lw.ffn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_forms(xn, h, Weight::forms_of(&[lw.gate, lw.up]))?;
+            xs.quantize_forms_on(b, xn, h, Weight::forms_of(&[lw.gate, lw.up]))?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.gate, xs, gate)?;
             b.matmul(&lw.up, xs, up)?;
@@ -556,7 +556,7 @@ impl<B: Backend> State<B> {
             let up = &*up;
             b.for_each_chunk(gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
             lap.lap(Op::Swiglu);
-            xs.quantize_forms(gate, f, lw.down.forms())?;
+            xs.quantize_forms_on(b, gate, f, lw.down.forms())?;
             lap.lap(Op::Quantize);
             b.matmul(&lw.down, xs, tmp)?;
             lap.lap(Op::Down);
@@ -572,7 +572,7 @@ impl<B: Backend> State<B> {
         norm_rows(&x[want.start * h..want.end * h], &w.output_norm, xn);
         lap.lap(Op::Norm);
         let lm_head = w.lm_head();
-        xs.quantize_forms(xn, h, lm_head.forms())?;
+        xs.quantize_forms_on(b, xn, h, lm_head.forms())?;
         lap.lap(Op::Quantize);
         let at = logits.len();
         logits.resize(at + rows * c.vocab, 0.0);

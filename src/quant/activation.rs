@@ -9,13 +9,15 @@
 //! activations ([`QuantizedVector::to_blocks`] returns
 //! them as [`BlockQ8_0`]).
 
+use std::ops::Range;
+
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
 use super::kcommon::QK_K;
-use super::q8_k::{quantize_row_q8_k_into, BlockQ8K};
+use super::q8_k::{quantize_block_q8_k, quantize_row_q8_k_into, BlockQ8K};
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
 /// One quantized activation block, laid out for the kernels.
@@ -110,6 +112,22 @@ fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
     // Only a change of length writes the buffer twice.
     blocks.resize(chunks.len(), ActBlock::zeroed());
     k.quantize_act(chunks, blocks);
+}
+
+/// Something that runs `f(range, part)` over disjoint pieces of a slice,
+/// covering it, on however many threads it has: every backend (through
+/// `for_each_range`), or [`OnCaller`].
+pub(crate) trait Spread {
+    fn spread<T: Send, F: Fn(Range<usize>, &mut [T]) + Sync>(&self, data: &mut [T], f: F);
+}
+
+/// [`Spread`] on the calling thread, in one piece.
+pub(crate) struct OnCaller;
+
+impl Spread for OnCaller {
+    fn spread<T: Send, F: Fn(Range<usize>, &mut [T]) + Sync>(&self, data: &mut [T], f: F) {
+        f(0..data.len(), data);
+    }
 }
 
 /// An activation vector quantized to Q8_0, reused across matvecs.
@@ -313,6 +331,20 @@ impl QuantizedBatch {
         cols: usize,
         forms: ActForms,
     ) -> Result<(), QuantError> {
+        self.quantize_forms_on(&OnCaller, x, cols, forms)
+    }
+
+    /// [`quantize_forms`](Self::quantize_forms) with the blocks spread over
+    /// `on`'s threads (a prefill quantizes up to hundreds of rows before
+    /// each product). Each block is quantized alone, so the result does not
+    /// depend on how the blocks are spread.
+    pub(crate) fn quantize_forms_on(
+        &mut self,
+        on: &impl Spread,
+        x: &[f32],
+        cols: usize,
+        forms: ActForms,
+    ) -> Result<(), QuantError> {
         blocks_for(cols)?;
         if cols == 0 || !x.len().is_multiple_of(cols) {
             return Err(QuantError::BatchShape { len: x.len(), cols });
@@ -327,7 +359,12 @@ impl QuantizedBatch {
         self.k_blocks.clear();
         if forms.q8_k {
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
-            quantize_row_q8_k_into(x, &mut self.k_blocks)?;
+            let (chunks, _) = x.as_chunks::<QK_K>();
+            on.spread(&mut self.k_blocks, |range, part| {
+                for (b, c) in part.iter_mut().zip(&chunks[range]) {
+                    *b = quantize_block_q8_k(c);
+                }
+            });
         }
         self.rows = x.len() / cols;
         self.cols = cols;
@@ -337,7 +374,12 @@ impl QuantizedBatch {
             self.paired = false;
             return Ok(());
         }
-        quantize_into(&mut self.blocks, x, k);
+        let (chunks, _) = x.as_chunks::<QK8_0>();
+        // Only a change of length writes the buffer twice.
+        self.blocks.resize(chunks.len(), ActBlock::zeroed());
+        on.spread(&mut self.blocks, |range, part| {
+            k.quantize_act(&chunks[range], part)
+        });
         self.paired = k.matmul_uses_pairs();
         if self.paired {
             let nb = cols / QK8_0;

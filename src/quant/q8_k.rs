@@ -59,20 +59,28 @@ impl BlockQ8K {
 /// (the conversion to `i8` wraps, as C's does on every GGML target) and
 /// never panics.
 pub fn quantize_block_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
+    // GGML scans for `|x| > amax` value by value, a chain the compiler
+    // cannot vectorize; this finds the same value in two vector passes: the
+    // largest magnitude over eight independent lanes (`f32::max` ignores a
+    // NaN operand, as the scan's comparison does), then the first value of
+    // that magnitude (the one the scan keeps on ties), sign included.
+    let (c8, _) = x.as_chunks::<8>();
+    let mut lanes = [0.0f32; 8];
+    for c in c8 {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l = l.max(v.abs());
         }
     }
+    let amax = lanes.into_iter().fold(0.0f32, f32::max);
     if amax == 0.0 {
         return BlockQ8K::zeroed();
     }
+    let max = x.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
     let iscale = -127.0 / max;
-    let qs = x.map(|v| nearest_int(iscale * v).min(127) as i8);
+    let mut qs = [0i8; QK_K];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = nearest_int(iscale * v).min(127) as i8;
+    }
     BlockQ8K {
         d: 1.0 / iscale,
         qs,
@@ -149,6 +157,49 @@ mod tests {
         assert_eq!((b.bsums[0], b.bsums[1], b.bsums[2]), (-63, -32, 0));
         let y = dequantize_row_q8_k(&[b]);
         assert_eq!(y[6], b.d * 64.0);
+    }
+
+    /// GGML's scan, value by value, as the reference the two-pass search
+    /// must agree with.
+    fn scan_max(x: &[f32; QK_K]) -> (f32, f32) {
+        let (mut max, mut amax) = (0.0f32, 0.0f32);
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        (max, amax)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "proptest is too slow under Miri")]
+    fn two_pass_max_is_the_scans_on_ties_nan_and_infinities() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            4 => -3.0f32..3.0,
+            1 => Just(2.5f32),
+            1 => Just(-2.5f32),
+            1 => Just(f32::NAN),
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NEG_INFINITY),
+            1 => Just(0.0f32),
+            1 => Just(-0.0f32),
+        ];
+        proptest!(|(v in prop::collection::vec(value, QK_K))| {
+            let x: [f32; QK_K] = v.try_into().unwrap();
+            let (max, amax) = scan_max(&x);
+            let b = quantize_block_q8_k(&x);
+            if amax == 0.0 {
+                prop_assert_eq!(b, BlockQ8K::zeroed());
+            } else {
+                let iscale = -127.0 / max;
+                prop_assert_eq!(b.d.to_bits(), (1.0 / iscale).to_bits());
+                for (q, &v) in b.qs.iter().zip(&x) {
+                    prop_assert_eq!(*q, nearest_int(iscale * v).min(127) as i8);
+                }
+            }
+        });
     }
 
     #[test]

@@ -489,3 +489,12 @@ pub(super) fn hsum_epi32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
     _mm_cvtsi128_si32(s)
 }
+
+/// The sums of the eight `i32` lanes of each of four vectors, exactly
+/// (wrapping; callers stay far from overflow), as one vector.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn hsum4_epi32(v: [__m256i; 4]) -> __m128i {
+    let s = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s))
+}

@@ -436,7 +436,11 @@ macro_rules! k_kernels {
             k4_x4(w, x, |b| q5_k_prep(b))
         }
 
-        /// The four-row loop of the Q4_K and Q5_K kernels.
+        /// The four-row loop of the Q4_K and Q5_K kernels. Each row's
+        /// products are `k4_step`'s; the mins' term of the four rows is
+        /// summed together (four exact integer sums reduced at once, then
+        /// the same multiply and subtract per lane as `k4_step`'s scalar
+        /// ones), so each result is the single-row dot's, bit for bit.
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_x4<B>(w: &[B], x: [&[BlockQ8K]; 4], prep: impl Fn(&B) -> K4Prep) -> [f32; 4] {
@@ -444,14 +448,23 @@ macro_rules! k_kernels {
                 assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
             }
             let mut acc = [_mm256_setzero_ps(); 4];
-            let mut acc_min = [0.0f32; 4];
+            let mut acc_min = _mm_setzero_ps();
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
-                for i in 0..4 {
-                    k4_step(&p, &x[i][b], &mut acc[i], &mut acc_min[i]);
-                }
+                let xb = [&x[0][b], &x[1][b], &x[2][b], &x[3][b]];
+                let prod: [__m256i; 4] = core::array::from_fn(|i| {
+                    let lanes = k4_lanes(&p, xb[i]);
+                    let d = p.d * xb[i].d;
+                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc[i]);
+                    _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins)
+                });
+                let sums = super::avx2::hsum4_epi32(prod);
+                let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+                let dmin = _mm_mul_ps(_mm_set1_ps(p.dmin), dx);
+                acc_min = _mm_sub_ps(acc_min, _mm_mul_ps(dmin, _mm_cvtepi32_ps(sums)));
             }
-            core::array::from_fn(|i| super::avx2::hsum(acc[i]) + acc_min[i])
+            let mins: [f32; 4] = bytemuck::cast(acc_min);
+            core::array::from_fn(|i| super::avx2::hsum(acc[i]) + mins[i])
         }
 
         /// Adds one Q8_K block's term to a Q6_K row's accumulator: one FMA
