@@ -51,7 +51,7 @@ q8_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
 
 // The K-quant kernels at 512 bits: one register holds two 32-weight steps
 // of a block (a Q4_K/Q5_K sub-block pair, two Q6_K steps), so a block
-// takes four `vpmaddubsw` and four `vpdpwssd` instead of eight of each.
+// takes four `vpmaddubsw` and four `vpmaddwd` instead of eight of each.
 // The 16 lanes fold to 8 by adding the halves: lane `m` of each half holds
 // the products of bytes `4m..4m + 4` of its step, as at 256 bits, and
 // integer addition is exact, so the folded lanes are the 256-bit kernels'
@@ -147,6 +147,16 @@ fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
     }
 }
 
+/// `m[0] + m[1] + m[2] + m[3]` as a tree. (The products go through
+/// `vpmaddwd` and this sum rather than a `vpdpwssd` chain: for a generic
+/// x86-64 target LLVM splits `vpdpwssd` into `vpmaddwd` and `vpaddd`
+/// anyway, and a chain started from zero then adds the zero too.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn sum4(m: [__m512i; 4]) -> __m512i {
+    _mm512_add_epi32(_mm512_add_epi32(m[0], m[1]), _mm512_add_epi32(m[2], m[3]))
+}
+
 /// The 16 lanes of a block folded to the 256-bit kernels' 8.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
@@ -156,17 +166,17 @@ fn fold(s: __m512i) -> __m256i {
 
 /// The integer lanes of a Q4_K/Q5_K block against an activation block
 /// (see `k_prep_256!`'s `k4_lanes`): the activation's 64-byte registers
-/// hold the same sub-block pairs as the levels, in two `vpdpwssd` chains.
+/// hold the same sub-block pairs as the levels.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_lanes(p: &K4Prep, xb: &BlockQ8K) -> __m256i {
     let (q8, _) = xb.qs.as_chunks::<64>();
-    let mut s = [_mm512_setzero_si512(); 2];
+    let mut m = [_mm512_setzero_si512(); 4];
     for k in 0..4 {
         let xv: __m512i = bytemuck::cast(q8[k]);
-        s[k % 2] = _mm512_dpwssd_epi32(s[k % 2], _mm512_maddubs_epi16(p.q[k], xv), p.sc[k]);
+        m[k] = _mm512_madd_epi16(_mm512_maddubs_epi16(p.q[k], xv), p.sc[k]);
     }
-    fold(_mm512_add_epi32(s[0], s[1]))
+    fold(sum4(m))
 }
 
 /// The weight side of a Q6_K block at 512 bits.
@@ -236,16 +246,16 @@ fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
 fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
     let m32 = _mm512_set1_epi8(32);
     let (q8, _) = xb.qs.as_chunks::<64>();
-    let mut s = [_mm512_setzero_si512(); 2];
+    let mut m = [_mm512_setzero_si512(); 4];
     for k in 0..4 {
         let xv: __m512i = bytemuck::cast(q8[k]);
         let pr = _mm512_sub_epi16(
             _mm512_maddubs_epi16(p.q[k], xv),
             _mm512_maddubs_epi16(m32, xv),
         );
-        s[k % 2] = _mm512_dpwssd_epi32(s[k % 2], pr, p.sc[k]);
+        m[k] = _mm512_madd_epi16(pr, p.sc[k]);
     }
-    fold(_mm512_add_epi32(s[0], s[1]))
+    fold(sum4(m))
 }
 
 k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni");

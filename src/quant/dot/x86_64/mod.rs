@@ -452,12 +452,13 @@ macro_rules! k_kernels {
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
                 let xb = [&x[0][b], &x[1][b], &x[2][b], &x[3][b]];
-                let prod: [__m256i; 4] = core::array::from_fn(|i| {
+                let mut prod = [_mm256_setzero_si256(); 4];
+                for i in 0..4 {
                     let lanes = k4_lanes(&p, xb[i]);
                     let d = p.d * xb[i].d;
                     acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc[i]);
-                    _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins)
-                });
+                    prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
+                }
                 let sums = super::avx2::hsum4_epi32(prod);
                 let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
                 let dmin = _mm_mul_ps(_mm_set1_ps(p.dmin), dx);
