@@ -190,7 +190,10 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
     }
     let (k8, k_tail) = k_rest.as_chunks::<8>();
     let rests = [a_rest, b_rest];
-    core::array::from_fn(|h| {
+    // A loop, not `array::from_fn`: its closure did not inline, and this
+    // runs once per cached position.
+    let mut out = [0.0f32; 2];
+    for h in 0..2 {
         let mut a = acc[h];
         let (x8, x_tail) = rests[h].as_chunks::<8>();
         for (xc, kc) in x8.iter().zip(k8) {
@@ -199,11 +202,12 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
             a[0] = _mm256_fmadd_ps(xv, _mm256_cvtph_ps(kv), a[0]);
         }
         let sum = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
-        x_tail
+        out[h] = x_tail
             .iter()
             .zip(k_tail)
-            .fold(hsum(sum), |s, (&p, &q)| s + p * q.to_f32())
-    })
+            .fold(hsum(sum), |s, (&p, &q)| s + p * q.to_f32());
+    }
+    out
 }
 
 /// `out[i] += p * v[i]` with `v` in `f16`: a multiply and an add per lane
