@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 
-use crate::quant::dot::Dispatch;
+use crate::quant::dot::{Dispatch, KRow};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, QuantizedBatch, QuantizedVector,
 };
@@ -254,6 +254,18 @@ pub(crate) fn matmul_rows_any(
     for j0 in (0..len).step_by(TILE_ROWS) {
         let tile = j0..len.min(j0 + TILE_ROWS);
         let mut i = 0;
+        // K-quants: eight batch rows per unpacked weight block.
+        while i + 8 <= m && k_row(w, r0 + j0).is_some() {
+            for j in tile.clone() {
+                if let Some(row) = k_row(w, r0 + j) {
+                    let y = k.dot_k_x8(row, core::array::from_fn(|t| xs.k_row(i + t)));
+                    for (t, v) in y.into_iter().enumerate() {
+                        segs[i + t][j] = v;
+                    }
+                }
+            }
+            i += 8;
+        }
         while i + 4 <= m {
             for j in tile.clone() {
                 let r = r0 + j;
@@ -285,6 +297,16 @@ pub(crate) fn matmul_rows_any(
                 seg[j] = dot_row(k, w, r0 + j, xs, i + t);
             }
         }
+    }
+}
+
+/// Row `r` of `w` as a [`KRow`], if `w` is a K-quant matrix.
+fn k_row<'w>(w: &Weight<'w>, r: usize) -> Option<KRow<'w>> {
+    match w {
+        Weight::Q4K(m) => Some(KRow::Q4K(m.row(r))),
+        Weight::Q5K(m) => Some(KRow::Q5K(m.row(r))),
+        Weight::Q6K(m) => Some(KRow::Q6K(m.row(r))),
+        _ => None,
     }
 }
 

@@ -29,6 +29,7 @@ mod x86 {
     use crate::quant::activation::{ActBlock, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
+    use crate::quant::dot::KRow;
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
@@ -136,6 +137,13 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
             unsafe { avx2::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_k_x8(self, w: KRow<'_>, x: [&[BlockQ8K]; 8]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x8_equals_dot_k
+            unsafe { avx2::dot_k_x8(w, x) }
         }
 
         #[inline]
@@ -313,6 +321,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_k_x8(self, w: KRow<'_>, x: [&[BlockQ8K]; 8]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x8_equals_dot_k
+            unsafe { avx512vnni::dot_k_x8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
             // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
             // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
@@ -407,6 +422,13 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
             unsafe { avxvnni::dot_q6_k_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_k_x8(self, w: KRow<'_>, x: [&[BlockQ8K]; 8]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::dot_k_x8_equals_dot_k
+            unsafe { avxvnni::dot_k_x8(w, x) }
         }
 
         #[inline]

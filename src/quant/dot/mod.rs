@@ -466,6 +466,14 @@ fn choose(force_scalar: Option<&std::ffi::OsStr>) -> Kernel {
     }
 }
 
+/// One weight row of a K-quant type, for the kernels that take any of them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KRow<'a> {
+    Q4K(&'a [BlockQ4K]),
+    Q5K(&'a [BlockQ5K]),
+    Q6K(&'a [BlockQ6K]),
+}
+
 /// A [`Kernel`] together with the CPU-feature token that proves it may
 /// run, built by [`Kernel::dispatch`] (only `Dispatch::Scalar`, which needs
 /// no token, is also named directly). What the matvecs call.
@@ -758,6 +766,35 @@ impl Dispatch {
             #[cfg(target_arch = "aarch64")]
             Dispatch::Neon(t) => t.dot_q6_k_x4(w, x),
             _ => crate::quant::q6_k::dot_q6_k_blocks_x4(w, x),
+        }
+    }
+
+    /// `dot_*_k(w, x[i])` for eight activation rows, bit for bit (NaN
+    /// payloads aside), with `w`'s type: the x86 kernels unpack each
+    /// weight block once for all eight, the others run two four-row forms.
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len()` differs from the row's block count.
+    #[inline]
+    pub(crate) fn dot_k_x8(self, w: KRow<'_>, x: [&[BlockQ8K]; 8]) -> [f32; 8] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_k_x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_k_x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.dot_k_x8(w, x),
+            _ => {
+                let (lo, hi) = ([x[0], x[1], x[2], x[3]], [x[4], x[5], x[6], x[7]]);
+                let four = |x: [&[BlockQ8K]; 4]| match w {
+                    KRow::Q4K(w) => self.dot_q4_k_x4(w, x),
+                    KRow::Q5K(w) => self.dot_q5_k_x4(w, x),
+                    KRow::Q6K(w) => self.dot_q6_k_x4(w, x),
+                };
+                let (a, b) = (four(lo), four(hi));
+                core::array::from_fn(|i| if i < 4 { a[i] } else { b[i - 4] })
+            }
         }
     }
 
@@ -1388,6 +1425,55 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.dot_q4_k_x4(&w4, bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_q5_k_x4(&w5, bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_q6_k_x4(&w6, bad)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The eight-row K-quant form of every kernel gives each row's
+    /// single-row dot, bit for bit, and refuses a row of the wrong length.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_k_x8_equals_dot_k() {
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let case = (0usize..=3).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("dot_k_x8_equals_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, wraw, xraw, ds) in case.clone())| {
+                let (w4, w5, w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                // Eight rows: the four operands, then again in reverse.
+                let rows: [&[BlockQ8K]; 8] = core::array::from_fn(|i| &xs[if i < 4 { i } else { 7 - i }][..]);
+                let got = [
+                    k.dot_k_x8(KRow::Q4K(&w4), rows),
+                    k.dot_k_x8(KRow::Q5K(&w5), rows),
+                    k.dot_k_x8(KRow::Q6K(&w6), rows),
+                ];
+                for (i, x) in rows.iter().enumerate() {
+                    prop_assert!(same(got[0][i], k.dot_q4_k(&w4, x)), "{:?} q4_k row {}", kernel, i);
+                    prop_assert!(same(got[1][i], k.dot_q5_k(&w5, x)), "{:?} q5_k row {}", kernel, i);
+                    prop_assert!(same(got[2][i], k.dot_q6_k(&w6, x)), "{:?} q6_k row {}", kernel, i);
+                }
+                if nb > 0 {
+                    let mut bad = rows;
+                    bad[6] = &xs[2][..nb - 1];
+                    prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q4K(&w4), bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q5K(&w5), bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q6K(&w6), bad)).is_err());
                 }
             });
         }

@@ -409,7 +409,7 @@ macro_rules! k_kernels {
         /// If any `x[i].len() != w.len()`.
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q4_k_x4(w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
-            k4_x4(w, x, |b| q4_k_prep(b))
+            k4_xn(w, x, |b| q4_k_prep(b))
         }
 
         /// Q5_K x Q8_K dot product (see `quant::dot_q5_k_q8_k` for the
@@ -433,39 +433,71 @@ macro_rules! k_kernels {
         /// If any `x[i].len() != w.len()`.
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q5_k_x4(w: &[BlockQ5K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
-            k4_x4(w, x, |b| q5_k_prep(b))
+            k4_xn(w, x, |b| q5_k_prep(b))
         }
 
-        /// The four-row loop of the Q4_K and Q5_K kernels. Each row's
-        /// products are `k4_step`'s; the mins' term of the four rows is
-        /// summed together (four exact integer sums reduced at once, then
-        /// the same multiply and subtract per lane as `k4_step`'s scalar
-        /// ones), so each result is the single-row dot's, bit for bit.
+        /// `[dot_q4_k(w, x[0]), .., dot_q4_k(w, x[7])]` (or Q5_K's, Q6_K's,
+        /// by `w`'s type), bit for bit (NaN payloads aside): a prefill's
+        /// product unpacks each weight block once for eight activation rows.
+        ///
+        /// # Panics
+        ///
+        /// If any `x[i].len()` differs from the row's block count.
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_k_x8(w: crate::quant::dot::KRow<'_>, x: [&[BlockQ8K]; 8]) -> [f32; 8] {
+            match w {
+                crate::quant::dot::KRow::Q4K(w) => k4_xn(w, x, |b| q4_k_prep(b)),
+                crate::quant::dot::KRow::Q5K(w) => k4_xn(w, x, |b| q5_k_prep(b)),
+                crate::quant::dot::KRow::Q6K(w) => q6_xn(w, x),
+            }
+        }
+
+        /// The `N`-row loop of the Q4_K and Q5_K kernels (`N` a multiple
+        /// of 4). Each row's products are `k4_step`'s; the mins' term of
+        /// four rows at a time is summed together (four exact integer sums
+        /// reduced at once, then the same multiply and subtract per lane as
+        /// `k4_step`'s scalar ones), so each result is the single-row
+        /// dot's, bit for bit.
         #[inline]
         #[target_feature(enable = $features)]
-        fn k4_x4<B>(w: &[B], x: [&[BlockQ8K]; 4], prep: impl Fn(&B) -> K4Prep) -> [f32; 4] {
+        fn k4_xn<B, const N: usize>(
+            w: &[B],
+            x: [&[BlockQ8K]; N],
+            prep: impl Fn(&B) -> K4Prep,
+        ) -> [f32; N] {
             for xi in x {
                 assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
             }
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let mut acc_min = _mm_setzero_ps();
+            let mut acc = [_mm256_setzero_ps(); N];
+            // The mins' sums of rows `4g..4g + 4` in `acc_min[g]` (only the
+            // first `N / 4` are used).
+            let mut acc_min = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
-                let xb = [&x[0][b], &x[1][b], &x[2][b], &x[3][b]];
-                let mut prod = [_mm256_setzero_si256(); 4];
-                for i in 0..4 {
-                    let lanes = k4_lanes(&p, xb[i]);
-                    let d = p.d * xb[i].d;
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc[i]);
-                    prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
+                for g in (0..N).step_by(4) {
+                    let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
+                    let mut prod = [_mm256_setzero_si256(); 4];
+                    for i in 0..4 {
+                        let lanes = k4_lanes(&p, xb[i]);
+                        let d = p.d * xb[i].d;
+                        acc[g + i] = _mm256_fmadd_ps(
+                            _mm256_set1_ps(d),
+                            _mm256_cvtepi32_ps(lanes),
+                            acc[g + i],
+                        );
+                        prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
+                    }
+                    let sums = super::avx2::hsum4_epi32(prod);
+                    let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+                    let dmin = _mm_mul_ps(_mm_set1_ps(p.dmin), dx);
+                    acc_min[g / 4] =
+                        _mm_sub_ps(acc_min[g / 4], _mm_mul_ps(dmin, _mm_cvtepi32_ps(sums)));
                 }
-                let sums = super::avx2::hsum4_epi32(prod);
-                let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
-                let dmin = _mm_mul_ps(_mm_set1_ps(p.dmin), dx);
-                acc_min = _mm_sub_ps(acc_min, _mm_mul_ps(dmin, _mm_cvtepi32_ps(sums)));
             }
-            let mins: [f32; 4] = bytemuck::cast(acc_min);
-            core::array::from_fn(|i| super::avx2::hsum(acc[i]) + mins[i])
+            core::array::from_fn(|i| {
+                let mins: [f32; 4] = bytemuck::cast(acc_min[i / 4]);
+                super::avx2::hsum(acc[i]) + mins[i % 4]
+            })
         }
 
         /// Adds one Q8_K block's term to a Q6_K row's accumulator: one FMA
@@ -499,13 +531,20 @@ macro_rules! k_kernels {
         /// If any `x[i].len() != w.len()`.
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q6_k_x4(w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            q6_xn(w, x)
+        }
+
+        /// The `N`-row loop of the Q6_K kernels.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_xn<const N: usize>(w: &[BlockQ6K], x: [&[BlockQ8K]; N]) -> [f32; N] {
             for xi in x {
                 assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
             }
-            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut acc = [_mm256_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = q6_k_prep(wb);
-                for i in 0..4 {
+                for i in 0..N {
                     q6_step(&p, &x[i][b], &mut acc[i]);
                 }
             }
