@@ -500,6 +500,18 @@ impl QuantizedBatch {
         self.k_blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
     }
 
+    /// Row `i`'s F16 form, empty unless asked for.
+    pub(crate) fn f16_row(&self, i: usize) -> &[f32] {
+        let n = self.cols;
+        self.h.get(i * n..(i + 1) * n).unwrap_or(&[])
+    }
+
+    /// Row `i`'s BF16 form, empty unless asked for.
+    pub(crate) fn bf16_row(&self, i: usize) -> &[f32] {
+        let n = self.cols;
+        self.bh.get(i * n..(i + 1) * n).unwrap_or(&[])
+    }
+
     /// The forms this batch holds for all of its rows (every form, for an
     /// empty batch).
     pub fn forms(&self) -> ActForms {
@@ -603,7 +615,15 @@ mod tests {
         let mut xs = QuantizedBatch::new();
         xs.quantize_forms(&x, 20, ActForms::BF16).unwrap();
         assert_eq!((xs.rows(), xs.cols()), (2, 20));
+        assert_eq!(xs.bf16_row(1), &xq_bf16(&x[20..])[..]);
+        assert!(xs.f16_row(1).is_empty() && xs.act_row(1).is_empty());
         assert!(xs.forms().bf16 && !xs.forms().f16);
         assert!(xs.quantize_forms(&x, 20, ActForms::Q8_0).is_err());
+    }
+
+    fn xq_bf16(x: &[f32]) -> Vec<f32> {
+        x.iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect()
     }
 }
