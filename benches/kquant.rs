@@ -6,14 +6,17 @@
 //! repetitions (about a millisecond each) of wall time, so on a busy
 //! machine a repetition that was preempted does not count; printed as
 //! nanoseconds per (weight block x activation row): a K-quant block
-//! holds 256 weights, a Q4_0 block 32, with the ratios.
+//! holds 256 weights, a Q4_0 block 32, with the ratios. The F16 and BF16
+//! rows (unquantized weights, the activation rounded to their type) are
+//! printed per 32 weights, a Q4_0 block's worth.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use half::{bf16, f16};
 use inferno_cpu::quant::{
     quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_k,
-    BlockQ8K, Kernel, QuantizedVector, QK_K,
+    ActForms, BlockQ8K, Kernel, QuantizedVector, QK_K,
 };
 
 /// Blocks per row (4096 columns, a Qwen3 hidden size).
@@ -59,7 +62,19 @@ fn run<W, X: ?Sized>(
     single: impl Fn(Kernel, &[W], &X) -> f32,
     x4: impl Fn(Kernel, &[W], [&X; 4]) -> [f32; 4],
 ) {
-    let pairs = (PASSES * rows.len() * rows[0].len() * 4) as f64;
+    run_per(name, rows, 1, xr, single, x4);
+}
+
+/// [`run`], counting `per` elements of a row as one block.
+fn run_per<W, X: ?Sized>(
+    name: &str,
+    rows: &[Vec<W>],
+    per: usize,
+    xr: [&X; 4],
+    single: impl Fn(Kernel, &[W], &X) -> f32,
+    x4: impl Fn(Kernel, &[W], [&X; 4]) -> [f32; 4],
+) {
+    let pairs = (PASSES * rows.len() * rows[0].len() / per * 4) as f64;
     let mut avx2 = None;
     for kernel in [
         Kernel::Avx2,
@@ -143,5 +158,37 @@ fn main() {
         [&xq[0], &xq[1], &xq[2], &xq[3]],
         |k, w, x| k.dot_q4_0(w, x).unwrap(),
         |k, w, x| k.dot_q4_0_x4(w, x).unwrap(),
+    );
+    let xf: Vec<QuantizedVector> = (0..4)
+        .map(|i| {
+            let mut q = QuantizedVector::new();
+            q.quantize_forms(&values(100 + i, cols), ActForms::F16.union(ActForms::BF16))
+                .unwrap();
+            q
+        })
+        .collect();
+    let h: Vec<Vec<f16>> = w
+        .iter()
+        .map(|r| r.iter().map(|&v| f16::from_f32(v)).collect())
+        .collect();
+    run_per(
+        "F16 ",
+        &h,
+        32,
+        [&xf[0], &xf[1], &xf[2], &xf[3]],
+        |k, w, x| k.dot_f16_weights(w, x).unwrap(),
+        |k, w, x| k.dot_f16_weights_x4(w, x).unwrap(),
+    );
+    let b: Vec<Vec<bf16>> = w
+        .iter()
+        .map(|r| r.iter().map(|&v| bf16::from_f32(v)).collect())
+        .collect();
+    run_per(
+        "BF16",
+        &b,
+        32,
+        [&xf[0], &xf[1], &xf[2], &xf[3]],
+        |k, w, x| k.dot_bf16_weights(w, x).unwrap(),
+        |k, w, x| k.dot_bf16_weights_x4(w, x).unwrap(),
     );
 }

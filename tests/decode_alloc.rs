@@ -41,10 +41,13 @@ fn wait_for_workers(b: &AnyBackend) {
 #[test]
 fn decode_steps_allocate_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    // Q8_0, and a mixed Q4_K/Q6_K file (two activation forms per step).
+    // Q8_0, a mixed Q4_K/Q6_K file (two activation forms per step), and
+    // F16 and BF16 files (the activation rounded, not quantized).
     for cfg in [
         SynthConfig::tiny(),
         SynthConfig::small().with_file_type(FileType::Q4KM),
+        SynthConfig::tiny().with_file_type(FileType::F16),
+        SynthConfig::tiny().with_file_type(FileType::BF16),
     ] {
         let bytes = model_bytes(&cfg, 3).unwrap();
         let gguf = Gguf::parse(&bytes).unwrap();

@@ -203,3 +203,85 @@ fn pool_sizes_around_the_row_count() {
         }
     }
 }
+
+/// F16 and BF16 matrices on every backend: the decode product (stacked
+/// with a second matrix of the other type, as q, k and v are) gives the
+/// same bytes on `simd`, `pool` and `parallel` at any thread count, each
+/// backend's prefill product gives its decode product's bytes for every
+/// batch row, and `scalar` is within the f32 error bound of them (rows of
+/// any length, not only whole blocks).
+#[test]
+fn float_weights_agree_on_every_backend() {
+    use inferno_cpu::backend::{AnyBackend, Backend};
+    use inferno_cpu::matvec::{Bf16Matrix, F16Matrix, Weight};
+    use inferno_cpu::quant::dot::f32_error_bound;
+    use inferno_cpu::quant::ActForms;
+
+    let backends: Vec<AnyBackend> = [
+        ("scalar", 1),
+        ("simd", 1),
+        ("pool", 2),
+        ("pool", 5),
+        ("parallel", 3),
+    ]
+    .into_iter()
+    .map(|(name, threads)| AnyBackend::new(name, threads).unwrap())
+    .collect();
+    let strategy = (1usize..80, 0usize..300, 0usize..7, any::<u64>());
+    proptest!(Config::with_cases(cases(32)), |((rows, cols, m, seed) in strategy)| {
+        let mut rng = Rng(SplitMix64::new(seed));
+        let h: Vec<half::f16> = (0..rows * cols).map(|_| half::f16::from_f32(rng.f32())).collect();
+        let b: Vec<half::bf16> = (0..rows * cols).map(|_| half::bf16::from_f32(rng.f32() * 8.0)).collect();
+        let ws = [
+            Weight::F16(F16Matrix::new(&h, rows, cols).unwrap()),
+            Weight::Bf16(Bf16Matrix::new(&b, rows, cols).unwrap()),
+        ];
+        let xf: Vec<f32> = (0..cols.max(1) * m.max(1)).map(|_| rng.f32() * 4.0).collect();
+        let forms = ActForms::F16.union(ActForms::BF16);
+        let mut x = QuantizedVector::new();
+        x.quantize_forms(&xf[..cols], forms).unwrap();
+        let mut simd: Option<Vec<f32>> = None;
+        let mut scalar = Vec::new();
+        for be in &backends {
+            let mut out = vec![f32::NAN; 2 * rows];
+            be.matvec(&ws, &x, &mut out).unwrap();
+            if be.name() == "scalar" {
+                scalar = out;
+            } else {
+                match &simd {
+                    None => simd = Some(out),
+                    Some(s) => prop_assert_eq!(bits(s), bits(&out), "{} x{}", be.name(), be.threads()),
+                }
+            }
+            if m > 0 && cols > 0 {
+                let mut xs = QuantizedBatch::new();
+                xs.quantize_forms(&xf[..m * cols], cols, forms).unwrap();
+                for w in &ws {
+                    let mut outs = vec![f32::NAN; m * rows];
+                    be.matmul(w, &xs, &mut outs).unwrap();
+                    let mut xi = QuantizedVector::new();
+                    for (i, got) in outs.chunks(rows).enumerate() {
+                        xi.quantize_forms(&xf[i * cols..(i + 1) * cols], forms).unwrap();
+                        let mut want = vec![f32::NAN; rows];
+                        be.matvec(std::slice::from_ref(w), &xi, &mut want).unwrap();
+                        prop_assert_eq!(bits(got), bits(&want), "{} {} batch row {}", be.name(), w.type_name(), i);
+                    }
+                }
+            }
+        }
+        let simd = simd.unwrap();
+        for r in 0..2 * rows {
+            let (wf, xr): (Vec<f32>, Vec<f32>) = if r < rows {
+                (h[r * cols..(r + 1) * cols].iter().map(|v| v.to_f32()).collect(),
+                 xf[..cols].iter().map(|&v| half::f16::from_f32(v).to_f32()).collect())
+            } else {
+                let r = r - rows;
+                (b[r * cols..(r + 1) * cols].iter().map(|v| v.to_f32()).collect(),
+                 xf[..cols].iter().map(|&v| half::bf16::from_f32(v).to_f32()).collect())
+            };
+            let bound = f32_error_bound(&wf, &xr);
+            let diff = (f64::from(simd[r]) - f64::from(scalar[r])).abs();
+            prop_assert!(diff <= bound, "row {}: {} vs {}", r, simd[r], scalar[r]);
+        }
+    });
+}

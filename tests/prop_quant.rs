@@ -15,13 +15,13 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use bytemuck::Pod;
-use half::f16;
+use half::{bf16, f16};
 use inferno_cpu::matvec::{F32Matrix, Q8Matrix};
 use inferno_cpu::quant::dot::{f32_error_bound, q8_0_error_bound};
 use inferno_cpu::quant::{
     dequantize_row_q8_0, dequantize_row_q8_0_into, dot_q4_k_q8_k, dot_q5_k_q8_k, dot_q6_k_q8_k,
-    quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_k, BlockQ4K, BlockQ5K, BlockQ6K,
-    BlockQ8K, BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0, QK_K,
+    quantize_row_q8_0, quantize_row_q8_0_even, quantize_row_q8_k, ActForms, BlockQ4K, BlockQ5K,
+    BlockQ6K, BlockQ8K, BlockQ8_0, Kernel, KernelError, QuantError, QuantizedVector, QK8_0, QK_K,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
@@ -667,6 +667,180 @@ fn neon_dot_equals_neon_bit_for_bit() {
     });
 }
 
+/// F16 or BF16 weight rows and activations for the float dots: lengths
+/// 0 to 300 (every tail of the 32-, 16-, 8- and 4-value steps), weights
+/// of every finite f16 value (subnormals included), or bfloat16 values
+/// from 2^-133 (subnormal) up to 2^64, activations within +-1e4 (finite
+/// once rounded to f16), some of them tiny.
+fn float_operands() -> impl Strategy<Value = (Vec<u16>, Vec<f32>)> {
+    (0usize..300).prop_flat_map(|n| {
+        (
+            prop::collection::vec(any::<u16>(), n),
+            prop::collection::vec(
+                prop_oneof![4 => -1e4f32..1e4, 1 => -1e-6f32..1e-6, 1 => Just(0.0)],
+                n,
+            ),
+        )
+    })
+}
+
+/// `kernel`'s F16 (`bf16: false`) or BF16 weight dot against the scalar
+/// kernel's, within `f32_error_bound` of the widened operands plus
+/// `2^-149` per product (a BF16 product that underflows f32 is rounded
+/// once by the scalar kernel and fused into the sum by an FMA), and
+/// `kernel`'s four-row form, bit for bit. A vector without the form, or
+/// of another length, is an error.
+fn float_dot_matches_scalar(kernel: Kernel, bf16_weights: bool, test: &str) {
+    on_kernel(kernel, test, |runner| {
+        runner
+            .run(&float_operands(), |(bits, x)| {
+                let forms = if bf16_weights {
+                    ActForms::BF16
+                } else {
+                    ActForms::F16
+                };
+                let n = x.len();
+                let mut xq = QuantizedVector::new();
+                xq.quantize_forms(&x, forms).unwrap();
+                let (simd, scalar, x4, wf) = if bf16_weights {
+                    // Exponents above 2^64 folded down: no product overflows.
+                    let w: Vec<bf16> = bits[..n]
+                        .iter()
+                        .map(|&b| {
+                            bf16::from_bits(if (b >> 7) & 0xff > 0xbf {
+                                b & !0x4000
+                            } else {
+                                b
+                            })
+                        })
+                        .collect();
+                    (
+                        kernel.dot_bf16_weights(&w, &xq).unwrap(),
+                        Kernel::Scalar.dot_bf16_weights(&w, &xq).unwrap(),
+                        kernel.dot_bf16_weights_x4(&w, [&xq; 4]).unwrap(),
+                        w.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+                    )
+                } else {
+                    let w: Vec<f16> = bits[..n]
+                        .iter()
+                        .map(|&b| {
+                            f16::from_bits(if b & 0x7c00 == 0x7c00 { b & !0x4000 } else { b })
+                        })
+                        .collect();
+                    (
+                        kernel.dot_f16_weights(&w, &xq).unwrap(),
+                        Kernel::Scalar.dot_f16_weights(&w, &xq).unwrap(),
+                        kernel.dot_f16_weights_x4(&w, [&xq; 4]).unwrap(),
+                        w.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+                    )
+                };
+                let rounded: Vec<f32> = x[..n]
+                    .iter()
+                    .map(|&v| {
+                        if bf16_weights {
+                            bf16::from_f32(v).to_f32()
+                        } else {
+                            f16::from_f32(v).to_f32()
+                        }
+                    })
+                    .collect();
+                let bound = f32_error_bound(&wf, &rounded) + n as f64 * 2f64.powi(-149);
+                let diff = (f64::from(simd) - f64::from(scalar)).abs();
+                prop_assert!(diff <= bound, "{simd} vs {scalar}: {diff} > {bound}");
+                for v in x4 {
+                    prop_assert_eq!(v.to_bits(), simd.to_bits());
+                }
+                // The wrong form, or a row one value short: errors.
+                let other_form = if bf16_weights {
+                    ActForms::F16
+                } else {
+                    ActForms::BF16
+                };
+                let mut other = QuantizedVector::new();
+                other.quantize_forms(&x, other_form).unwrap();
+                if n > 0 {
+                    if bf16_weights {
+                        let w = vec![bf16::ONE; n];
+                        prop_assert!(kernel.dot_bf16_weights(&w, &other).is_err());
+                        prop_assert!(kernel.dot_bf16_weights(&w[1..], &xq).is_err());
+                        prop_assert!(kernel
+                            .dot_bf16_weights_x4(&w, [&xq, &xq, &other, &xq])
+                            .is_err());
+                    } else {
+                        let w = vec![f16::ONE; n];
+                        prop_assert!(kernel.dot_f16_weights(&w, &other).is_err());
+                        prop_assert!(kernel.dot_f16_weights(&w[1..], &xq).is_err());
+                        prop_assert!(kernel
+                            .dot_f16_weights_x4(&w, [&xq, &xq, &other, &xq])
+                            .is_err());
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+/// The scalar F16 and BF16 dots sum exact products in f64: within
+/// `2^-24` of the exact sum's magnitude plus `n * 2^-53` of the sum of
+/// magnitudes (and `2^-149` per underflowing BF16 product).
+fn scalar_float_dots_are_near_exact() {
+    let mut runner = TestRunner::new(config(128));
+    runner
+        .run(&float_operands(), |(bits, x)| {
+            let n = x.len();
+            let mut xq = QuantizedVector::new();
+            xq.quantize_forms(&x, ActForms::F16.union(ActForms::BF16))
+                .unwrap();
+            let wh: Vec<f16> = bits[..n]
+                .iter()
+                .map(|&b| f16::from_bits(b & 0xbfff))
+                .collect();
+            let wb: Vec<bf16> = bits[..n]
+                .iter()
+                .map(|&b| bf16::from_bits(b & 0xbfff))
+                .collect();
+            let check = |got: f32, w: Vec<f64>, r: Vec<f64>| {
+                let exact: f64 = w.iter().zip(&r).map(|(a, b)| a * b).sum();
+                let mag: f64 = w.iter().zip(&r).map(|(a, b)| (a * b).abs()).sum();
+                let bound = exact.abs() * 2f64.powi(-24)
+                    + mag * n as f64 * 2f64.powi(-53)
+                    + n as f64 * 2f64.powi(-149);
+                (f64::from(got) - exact).abs() <= bound
+            };
+            let r16 = x[..n].iter().map(|&v| f64::from(f16::from_f32(v).to_f32()));
+            let r16: Vec<f64> = r16.collect();
+            let rb: Vec<f64> = x[..n]
+                .iter()
+                .map(|&v| f64::from(bf16::from_f32(v).to_f32()))
+                .collect();
+            let got = Kernel::Scalar.dot_f16_weights(&wh, &xq).unwrap();
+            let w: Vec<f64> = wh.iter().map(|v| f64::from(v.to_f32())).collect();
+            prop_assert!(check(got, w, r16), "f16 {}", got);
+            let got = Kernel::Scalar.dot_bf16_weights(&wb, &xq).unwrap();
+            let w: Vec<f64> = wb.iter().map(|v| f64::from(v.to_f32())).collect();
+            prop_assert!(check(got, w, rb), "bf16 {}", got);
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn avx2_f16_weight_dot_matches_scalar() {
+    float_dot_matches_scalar(Kernel::Avx2, false, "avx2_f16_weight_dot_matches_scalar");
+}
+
+fn avx2_bf16_weight_dot_matches_scalar() {
+    float_dot_matches_scalar(Kernel::Avx2, true, "avx2_bf16_weight_dot_matches_scalar");
+}
+
+fn neon_f16_weight_dot_matches_scalar() {
+    float_dot_matches_scalar(Kernel::Neon, false, "neon_f16_weight_dot_matches_scalar");
+}
+
+fn neon_bf16_weight_dot_matches_scalar() {
+    float_dot_matches_scalar(Kernel::Neon, true, "neon_bf16_weight_dot_matches_scalar");
+}
+
 fn scalar_matvec_matches_dot() {
     matvec_matches_dot(Kernel::Scalar, "scalar_matvec_matches_dot");
 }
@@ -707,6 +881,7 @@ fn all_trials() -> Vec<Trial> {
         dequantize_is_within_half_a_step,
         edge_values,
         scalar_dot_is_within_bound_of_exact,
+        scalar_float_dots_are_near_exact,
         scalar_matvec_matches_dot on Scalar,
         unavailable_kernels_are_errors,
         avx2_quantize_matches_scalar on Avx2,
@@ -716,6 +891,8 @@ fn all_trials() -> Vec<Trial> {
         avx2_q4_k_dot_matches_scalar on Avx2,
         avx2_q5_k_dot_matches_scalar on Avx2,
         avx2_q6_k_dot_matches_scalar on Avx2,
+        avx2_f16_weight_dot_matches_scalar on Avx2,
+        avx2_bf16_weight_dot_matches_scalar on Avx2,
         avx512vnni_dot_matches_scalar on Avx512Vnni,
         avx512vnni_matvec_matches_dot on Avx512Vnni,
         avx512vnni_equals_avx2_bit_for_bit on Avx512Vnni,
@@ -725,6 +902,8 @@ fn all_trials() -> Vec<Trial> {
         neon_dot_matches_scalar on Neon,
         neon_matvec_matches_dot on Neon,
         neon_f32_dot_matches_scalar on Neon,
+        neon_f16_weight_dot_matches_scalar on Neon,
+        neon_bf16_weight_dot_matches_scalar on Neon,
         neon_dot_dot_matches_scalar on NeonDot,
         neon_dot_matvec_matches_dot on NeonDot,
         neon_dot_f32_dot_matches_scalar on NeonDot,

@@ -81,8 +81,16 @@ pub enum ShapeError {
 /// ```
 pub type Q8Matrix<'a> = BlockMatrix<'a, BlockQ8_0>;
 
+/// A row-major F16 matrix (an unquantized GGUF tensor), borrowed: a
+/// [`BlockMatrix`] whose "blocks" are single `half::f16` values.
+pub type F16Matrix<'a> = BlockMatrix<'a, half::f16>;
+
+/// A row-major BF16 matrix, borrowed: a [`BlockMatrix`] of single
+/// `half::bf16` values.
+pub type Bf16Matrix<'a> = BlockMatrix<'a, half::bf16>;
+
 /// A row-major matrix of `rows x cols` weights stored as blocks of type
-/// `B` (Q8_0, Q4_0, a K-quant), borrowed (e.g. straight from a
+/// `B` (Q8_0, Q4_0, a K-quant, or single f16 or bf16 values), borrowed (e.g. straight from a
 /// memory-mapped GGUF tensor) and validated once at construction.
 /// [`Q8Matrix`] is the Q8_0 one.
 #[derive(Debug)]

@@ -5,15 +5,19 @@
 //! matrices beside Q6_K ones (`attn_v` and `ffn_down` in some layers), and
 //! every file some Q8_0 or float tensors. [`Weight`] is one borrowed
 //! matrix of any of them; its activation side is the Q8_0 form of a
-//! [`QuantizedVector`] for Q8_0 and Q4_0 weights and the Q8_K form for the
-//! K-quants ([`Weight::forms`] says which, so a caller quantizes an input
-//! once per form its products need).
+//! [`QuantizedVector`] for Q8_0 and Q4_0 weights, the Q8_K form for the
+//! K-quants, and the activation rounded to f16 or bfloat16 for F16 and
+//! BF16 weights, as GGML rounds it (`quant::float` says why)
+//! ([`Weight::forms`] says which, so a caller quantizes an input once per
+//! form its products need).
 //!
 //! As for Q8_0, each output value is one whole dot product by one thread,
 //! so every backend and thread count gives the same bytes, and a prefill
 //! row equals the decode product of that row.
 
 use std::ops::Range;
+
+use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow};
 use crate::quant::{
@@ -40,6 +44,10 @@ pub enum Weight<'a> {
     Q5K(BlockMatrix<'a, BlockQ5K>),
     /// GGML Q6_K.
     Q6K(BlockMatrix<'a, BlockQ6K>),
+    /// IEEE half floats (GGML F16).
+    F16(BlockMatrix<'a, f16>),
+    /// bfloat16 (GGML BF16).
+    Bf16(BlockMatrix<'a, bf16>),
 }
 
 /// Calls `$e` with `$m` bound to the matrix of whichever variant.
@@ -51,6 +59,8 @@ macro_rules! each {
             Weight::Q4K($m) => $e,
             Weight::Q5K($m) => $e,
             Weight::Q6K($m) => $e,
+            Weight::F16($m) => $e,
+            Weight::Bf16($m) => $e,
         }
     };
 }
@@ -79,6 +89,8 @@ impl<'a> Weight<'a> {
             Weight::Q4K(_) => "Q4_K",
             Weight::Q5K(_) => "Q5_K",
             Weight::Q6K(_) => "Q6_K",
+            Weight::F16(_) => "F16",
+            Weight::Bf16(_) => "BF16",
         }
     }
 
@@ -87,6 +99,8 @@ impl<'a> Weight<'a> {
         match self {
             Weight::Q8_0(_) | Weight::Q4_0(_) => ActForms::Q8_0,
             Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => ActForms::Q8_K,
+            Weight::F16(_) => ActForms::F16,
+            Weight::Bf16(_) => ActForms::BF16,
         }
     }
 
@@ -114,14 +128,8 @@ impl<'a> Weight<'a> {
             Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
             Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
             Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k(row, x.k_act())),
-        }
-    }
-
-    /// Whether `x` holds the form this matrix's products read, at its width.
-    fn reads(&self, cols: usize, act: usize, k_act: usize) -> bool {
-        match self.forms() {
-            f if f.q8_k => k_act * crate::quant::QK_K == cols,
-            _ => act * crate::quant::QK8_0 == cols,
+            Weight::F16(m) => rows_with(m, range, out, |row| k.dot_f16w(row, x.f16_act())),
+            Weight::Bf16(m) => rows_with(m, range, out, |row| k.dot_bf16w(row, x.bf16_act())),
         }
     }
 }
@@ -158,7 +166,7 @@ pub(crate) fn check_stacked_any(
 ) -> Result<(), ShapeError> {
     let mut rows = 0usize;
     for w in ws {
-        if w.cols() != x.cols() || !w.reads(x.cols(), x.act().len(), x.k_act().len()) {
+        if w.cols() != x.cols() || !x.forms().contains(w.forms()) {
             return Err(ShapeError::InputLength {
                 expected: w.cols(),
                 got: x.cols(),
@@ -204,18 +212,11 @@ pub(crate) fn check_batch_any(
     xs: &QuantizedBatch,
     out: &[f32],
 ) -> Result<(), ShapeError> {
-    if xs.rows() > 0 {
-        let act = if xs.rows() > 0 {
-            xs.act_row(0).len()
-        } else {
-            0
-        };
-        if w.cols() != xs.cols() || !w.reads(xs.cols(), act, xs.k_row(0).len()) {
-            return Err(ShapeError::InputLength {
-                expected: w.cols(),
-                got: xs.cols(),
-            });
-        }
+    if xs.rows() > 0 && (w.cols() != xs.cols() || !xs.forms().contains(w.forms())) {
+        return Err(ShapeError::InputLength {
+            expected: w.cols(),
+            got: xs.cols(),
+        });
     }
     let expected = xs
         .rows()
@@ -285,6 +286,12 @@ pub(crate) fn matmul_rows_any(
                     Weight::Q6K(m) => {
                         k.dot_q6_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
                     }
+                    Weight::F16(m) => {
+                        k.dot_f16w_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.f16_row(i + t)))
+                    }
+                    Weight::Bf16(m) => {
+                        k.dot_bf16w_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.bf16_row(i + t)))
+                    }
                 };
                 for (t, v) in y.into_iter().enumerate() {
                     segs[i + t][j] = v;
@@ -319,6 +326,8 @@ fn dot_row(k: Dispatch, w: &Weight<'_>, r: usize, xs: &QuantizedBatch, i: usize)
         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xs.k_row(i)),
         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xs.k_row(i)),
         Weight::Q6K(m) => k.dot_q6_k(m.row(r), xs.k_row(i)),
+        Weight::F16(m) => k.dot_f16w(m.row(r), xs.f16_row(i)),
+        Weight::Bf16(m) => k.dot_bf16w(m.row(r), xs.bf16_row(i)),
     }
 }
 
@@ -420,6 +429,8 @@ mod tests {
         q4k: Vec<BlockQ4K>,
         q5k: Vec<BlockQ5K>,
         q6k: Vec<BlockQ6K>,
+        h: Vec<f16>,
+        bh: Vec<bf16>,
         rows: usize,
         cols: usize,
     }
@@ -436,18 +447,26 @@ mod tests {
                     (b.d, b.dmin) = (half(0.5), half(0.0625))
                 }),
                 q6k: blocks(nk, |b: &mut BlockQ6K| b.d = half(-0.75)),
+                h: (0..rows * cols)
+                    .map(|i| f16::from_f32(((i * 29 % 83) as f32 - 41.0) / 37.0))
+                    .collect(),
+                bh: (0..rows * cols)
+                    .map(|i| bf16::from_f32(((i * 31 % 89) as f32 - 44.0) / 13.0))
+                    .collect(),
                 rows,
                 cols,
             }
         }
 
-        fn weights(&self) -> [Weight<'_>; 4] {
+        fn weights(&self) -> [Weight<'_>; 6] {
             let (r, c) = (self.rows, self.cols);
             [
                 Weight::Q4_0(BlockMatrix::new(&self.q4_0, r, c).unwrap()),
                 Weight::Q4K(BlockMatrix::new(&self.q4k, r, c).unwrap()),
                 Weight::Q5K(BlockMatrix::new(&self.q5k, r, c).unwrap()),
                 Weight::Q6K(BlockMatrix::new(&self.q6k, r, c).unwrap()),
+                Weight::F16(BlockMatrix::new(&self.h, r, c).unwrap()),
+                Weight::Bf16(BlockMatrix::new(&self.bh, r, c).unwrap()),
             ]
         }
     }
@@ -477,10 +496,13 @@ mod tests {
             .map(|(n, t)| AnyBackend::new(n, t).unwrap())
             .collect();
         for w in mats.weights() {
-            let wrong = if w.forms().q8_k {
-                ActForms::Q8_0
-            } else {
-                ActForms::Q8_K
+            // Every form but the one `w` reads.
+            let f = w.forms();
+            let wrong = ActForms {
+                q8_0: !f.q8_0,
+                q8_k: !f.q8_k,
+                f16: !f.f16,
+                bf16: !f.bf16,
             };
             for forms in [wrong, ActForms::default()] {
                 let mut xq = QuantizedVector::new();
@@ -499,7 +521,8 @@ mod tests {
                     assert!(matches!(e, ShapeError::InputLength { .. }), "{}", b.name());
                 }
                 // Stacked with a matrix whose form is there: still refused.
-                let both = [w, mats.weights()[if w.forms().q8_k { 0 } else { 1 }]];
+                let other = mats.weights().into_iter().find(|m| m.forms() != f).unwrap();
+                let both = [w, other];
                 let mut out2 = vec![0.0; 2 * w.rows()];
                 for b in &backends {
                     assert!(b.matvec(&both, &xq, &mut out2).is_err(), "{}", b.name());
@@ -523,8 +546,7 @@ mod tests {
         let ws = mats.weights();
         let x = input(mats.cols);
         let mut xq = QuantizedVector::new();
-        xq.quantize_forms(&x, ActForms::Q8_0.union(ActForms::Q8_K))
-            .unwrap();
+        xq.quantize_forms(&x, ActForms::ALL).unwrap();
         let total: usize = ws.iter().map(|w| w.rows()).sum();
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
@@ -536,6 +558,8 @@ mod tests {
                         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xq.k_act()),
                         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xq.k_act()),
                         Weight::Q6K(m) => k.dot_q6_k(m.row(r), xq.k_act()),
+                        Weight::F16(m) => k.dot_f16w(m.row(r), xq.f16_act()),
+                        Weight::Bf16(m) => k.dot_bf16w(m.row(r), xq.bf16_act()),
                         Weight::Q8_0(_) => unreachable!(),
                     });
                 }
@@ -555,15 +579,13 @@ mod tests {
             }
             // No rows, and rows of no columns (an empty activation).
             let mut empty = QuantizedVector::new();
-            empty
-                .quantize_forms(&[], ActForms::Q8_0.union(ActForms::Q8_K))
-                .unwrap();
+            empty.quantize_forms(&[], ActForms::ALL).unwrap();
             for (rows, cols) in [(0, 0), (3, 0)] {
                 let m = Mats::new(rows, cols);
                 let ws = m.weights();
-                let mut out = vec![f32::NAN; 4 * rows];
+                let mut out = vec![f32::NAN; ws.len() * rows];
                 check_stacked_any(&ws, &empty, &out).unwrap();
-                stacked_rows_any(k, &ws, &empty, 0..4 * rows, &mut out);
+                stacked_rows_any(k, &ws, &empty, 0..ws.len() * rows, &mut out);
                 assert!(out.iter().all(|&v| v == 0.0), "{kernel:?} {out:?}");
             }
             let m0 = Mats::new(0, 2 * QK_K);
@@ -583,7 +605,7 @@ mod tests {
     #[test]
     fn prefill_rows_equal_decode_dots_for_every_batch_size() {
         let mats = Mats::new(19, 2 * QK_K);
-        let both = ActForms::Q8_0.union(ActForms::Q8_K);
+        let both = ActForms::ALL;
         for n in 1..=9 {
             let x: Vec<f32> = (0..n)
                 .flat_map(|i| {

@@ -21,9 +21,11 @@
 //! RoPE in NEOX style (the two halves of a head rotate together);
 //! grouped-query attention with `1 / sqrt(head_dim)` scaling; `down(silu(gate
 //! x) * up x)`; the output projection is `output.weight`, or the token
-//! embedding when the file has none (tied). Activations entering a Q8_0
-//! product are quantized to Q8_0 as GGML does; with an `f16` cache the
-//! query and the attention weights are rounded to `f16` as GGML does too.
+//! embedding when the file has none (tied). Activations entering a
+//! product are quantized or rounded to the weight's "vec dot type" as GGML
+//! does (Q8_0 for Q8_0 and Q4_0 weights, Q8_K for the K-quants, f16 and
+//! bfloat16 for F16 and BF16 ones); with an `f16` cache the query and the
+//! attention weights are rounded to `f16` as GGML does too.
 //! So the logits stay close to llama.cpp's: `tests/llama_logits.rs`
 //! checks every backend against them, and the README's "Logits against
 //! llama.cpp" section gives the measured error and how it was measured.
@@ -87,7 +89,7 @@ pub struct Qwen3<'a> {
 
 impl<'a> Qwen3<'a> {
     /// Reads the configuration and checks every weight's presence, type and
-    /// shape. Copies only the small norm weights (and a non-Q8_0 output
+    /// shape. Copies only the small norm weights (and an F32 output
     /// projection, quantized to Q8_0).
     ///
     /// # Errors

@@ -2,13 +2,14 @@
 //!
 //! The 2-D projections are zero-copy [`Weight`] views of the file's bytes
 //! (a memory map, normally), each in its stored type: Q8_0, Q4_0, Q4_K,
-//! Q5_K or Q6_K, mixed freely (a Q4_K_M file holds Q4_K and Q6_K
-//! matrices side by side). Norm weights are small and are copied to `f32`
-//! at load time, whatever their stored type, so the forward pass has one
-//! code path. The token embedding is read one row per token in its stored
-//! type; the output projection must be a matrix product, so a float one
-//! (an F16 embedding reused as the tied output, say) is quantized to Q8_0
-//! once at load time.
+//! Q5_K, Q6_K, F16 or BF16, mixed freely (a Q4_K_M file holds Q4_K and
+//! Q6_K matrices side by side; an unquantized upload is all F16 or BF16).
+//! Norm weights are small and are copied to `f32` at load time, whatever
+//! their stored type, so the forward pass has one code path. The token
+//! embedding is read one row per token in its stored type. The output
+//! projection (or the embedding reused as the tied output) is a view too,
+//! in any of the projection types; an F32 one, which no product runs on,
+//! is quantized to Q8_0 once at load time.
 
 use half::{bf16, f16};
 
@@ -25,7 +26,7 @@ use super::{ModelError, Qwen3Config};
 /// Types accepted for norm weights and the token embedding.
 const FLOAT_TYPES: &str = "F32, F16, BF16";
 /// Types accepted for the projections.
-const PROJ_TYPES: &str = "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K";
+const PROJ_TYPES: &str = "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16";
 /// Types accepted for the token embedding and the output projection.
 const EMBD_TYPES: &str = "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16";
 
@@ -56,6 +57,8 @@ impl Embedding<'_> {
             Embedding::Quantized(Weight::Q4K(m)) => dequantize_row_q4_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q5K(m)) => dequantize_row_q5_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q6K(m)) => dequantize_row_q6_k_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::F16(m)) => widen_into(m.row(id), out, f16::to_f32)?,
+            Embedding::Quantized(Weight::Bf16(m)) => widen_into(m.row(id), out, bf16::to_f32)?,
             Embedding::F32(v) => out.copy_from_slice(&v[range]),
             Embedding::F16(v) => {
                 for (o, x) in out.iter_mut().zip(&v[range]) {
@@ -70,6 +73,31 @@ impl Embedding<'_> {
         }
         Ok(())
     }
+
+    /// Bytes of one row of `hidden` values in the stored type (what a
+    /// decode step reads of the table).
+    fn row_bytes(&self, hidden: usize) -> usize {
+        match self {
+            Embedding::Quantized(w) => w.bytes() / w.rows().max(1),
+            Embedding::F32(_) => 4 * hidden,
+            Embedding::F16(_) | Embedding::Bf16(_) => 2 * hidden,
+        }
+    }
+}
+
+/// `out[i] = widen(row[i])`, after checking the lengths.
+fn widen_into<T: Copy>(row: &[T], out: &mut [f32], widen: fn(T) -> f32) -> Result<(), ModelError> {
+    if row.len() != out.len() {
+        return Err(crate::quant::QuantError::OutputLength {
+            expected: row.len(),
+            got: out.len(),
+        }
+        .into());
+    }
+    for (o, &v) in out.iter_mut().zip(row) {
+        *o = widen(v);
+    }
+    Ok(())
 }
 
 /// One transformer block's weights.
@@ -174,7 +202,8 @@ impl<'a> Qwen3Weights<'a> {
     }
 
     /// Bytes of weights one decode step reads: every projection of every
-    /// layer, the output projection and one embedding row.
+    /// layer, the output projection and one embedding row, each in its
+    /// stored type (two bytes a weight for F16 and BF16).
     pub fn bytes_per_token(&self) -> usize {
         let layers: usize = self
             .layers
@@ -186,9 +215,8 @@ impl<'a> Qwen3Weights<'a> {
                     .sum::<usize>()
             })
             .sum();
-        let lm = self.lm_head().bytes();
-        let row = lm / self.lm_head().rows().max(1);
-        layers + lm + row
+        let lm = self.lm_head();
+        layers + lm.bytes() + self.embedding.row_bytes(lm.cols())
     }
 }
 
@@ -212,7 +240,7 @@ fn proj<'a>(gguf: &Gguf<'a>, spec: &TensorSpec) -> Result<Weight<'a>, ModelError
     let Shape::Matrix { rows, cols } = spec.shape else {
         return Err(shape_error(info, expected, spec.why));
     };
-    quantized(gguf, info, rows, cols)?.ok_or_else(|| ModelError::TensorType {
+    matrix(gguf, info, rows, cols)?.ok_or_else(|| ModelError::TensorType {
         tensor: info.name.clone(),
         found: info.ggml_type,
         supported: PROJ_TYPES,
@@ -245,6 +273,21 @@ fn quantized<'a>(
     }))
 }
 
+/// A `rows x cols` view of a quantized, F16 or BF16 tensor, or `None` for
+/// a type no product runs on.
+fn matrix<'a>(
+    gguf: &Gguf<'a>,
+    info: &TensorInfo,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<Weight<'a>>, ModelError> {
+    Ok(Some(match info.ggml_type {
+        GgmlType::F16 => Weight::F16(BlockMatrix::new(f16_view(gguf, info)?, rows, cols)?),
+        GgmlType::BF16 => Weight::Bf16(BlockMatrix::new(bf16_view(gguf, info)?, rows, cols)?),
+        _ => return quantized(gguf, info, rows, cols),
+    }))
+}
+
 /// The 1-D norm weight `spec` names, converted to `f32`.
 fn norm(gguf: &Gguf<'_>, spec: &TensorSpec) -> Result<Vec<f32>, ModelError> {
     let info = gguf.tensor(&spec.name)?;
@@ -270,6 +313,15 @@ fn bf16_view<'a>(gguf: &Gguf<'a>, info: &TensorInfo) -> Result<&'a [bf16], Model
         ModelError::invalid(
             &info.name,
             "BF16 data is not 2-byte aligned in memory (load the file with GgufFile)",
+        )
+    })
+}
+
+fn f16_view<'a>(gguf: &Gguf<'a>, info: &TensorInfo) -> Result<&'a [f16], ModelError> {
+    bytemuck::try_cast_slice(gguf.data_of(info)).map_err(|_| {
+        ModelError::invalid(
+            &info.name,
+            "F16 data is not 2-byte aligned in memory (load the file with GgufFile)",
         )
     })
 }
@@ -312,11 +364,11 @@ fn lm_head<'a>(
 ) -> Result<LmHead<'a>, ModelError> {
     check_embd_shape(info, cfg)?;
     let (rows, cols) = (cfg.vocab, cfg.hidden);
-    if let Some(w) = quantized(gguf, info, rows, cols)? {
+    if let Some(w) = matrix(gguf, info, rows, cols)? {
         return Ok(LmHead::Mapped(w));
     }
-    // A float output projection: quantize it row by row, as GGML does with
-    // the activation side of a Q8_0 product, so decode has one product kind.
+    // An F32 output projection (no product runs on F32): quantize it row
+    // by row to Q8_0 once.
     let table = embedding(gguf, info, cfg)?;
     let mut row = vec![0.0f32; cols];
     let mut blocks = Vec::with_capacity(rows * cols / 32);
@@ -349,6 +401,59 @@ mod tests {
             e.row_into(1, &mut out).unwrap();
             for (i, o) in out.iter().enumerate() {
                 assert!((o - vals[32 + i]).abs() < 0.2, "{e:?} {i} {o}");
+            }
+        }
+    }
+
+    /// F16 and BF16 matrices are zero-copy views of the tensor, in any
+    /// projection; at an odd address (bytes parsed from an unaligned
+    /// buffer) they are a typed error naming the tensor, never a panic or
+    /// a copy.
+    #[test]
+    fn float_matrices_view_the_file_and_need_two_byte_alignment() {
+        use crate::gguf::Writer;
+        let vals: Vec<f32> = (0..2 * 32).map(|i| i as f32 * 0.25 - 3.0).collect();
+        let h: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect();
+        let b: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+            .collect();
+        let mut w = Writer::new();
+        w.add_tensor("half.weight", GgmlType::F16, &[32, 2], h)
+            .unwrap();
+        w.add_tensor("bfloat.weight", GgmlType::BF16, &[32, 2], b)
+            .unwrap();
+        let bytes = w.to_bytes().unwrap();
+        let mut words = vec![0u64; bytes.len().div_ceil(8) + 1];
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        let g = Gguf::parse(&buf[..bytes.len()]).unwrap();
+        for (name, ty) in [("half.weight", "F16"), ("bfloat.weight", "BF16")] {
+            let info = g.tensor(name).unwrap();
+            let m = matrix(&g, info, 2, 32).unwrap().unwrap();
+            assert_eq!(
+                (m.type_name(), m.rows(), m.cols(), m.bytes()),
+                (ty, 2, 32, 128)
+            );
+            let mut row = [0.0f32; 32];
+            Embedding::Quantized(m).row_into(1, &mut row).unwrap();
+            assert_eq!(row[..], vals[32..], "{name}");
+            // A wrong shape is a typed error too.
+            assert!(matrix(&g, info, 3, 32).is_err());
+        }
+        buf.copy_within(..bytes.len(), 1);
+        let g = Gguf::parse(&buf[1..=bytes.len()]).unwrap();
+        for name in ["half.weight", "bfloat.weight"] {
+            let info = g.tensor(name).unwrap();
+            match matrix(&g, info, 2, 32) {
+                Err(e @ ModelError::InvalidValue { .. }) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("aligned") && msg.contains(name), "{msg}");
+                }
+                other => panic!("{name}: {other:?}"),
             }
         }
     }

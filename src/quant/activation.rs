@@ -1,4 +1,5 @@
-//! Activations quantized to Q8_0 once per matvec, in reusable buffers.
+//! Activations quantized to Q8_0 (or Q8_K, or rounded to f16 or bf16)
+//! once per matvec, in reusable buffers.
 //!
 //! A matvec reads each weight once but the activation once per row, so the
 //! activation is quantized up front into a layout built for the kernels:
@@ -8,6 +9,11 @@
 //! Q8_0 quantization of the input, ties rounded to even as GGML rounds
 //! activations ([`QuantizedVector::to_blocks`] returns
 //! them as [`BlockQ8_0`]).
+//!
+//! F16 and BF16 weights read the activation rounded to f16 or bfloat16
+//! (ties to even), as GGML rounds it before its `ggml_vec_dot_f16` and
+//! `ggml_vec_dot_bf16`; see [`quant::float`](super::float) for why. Those
+//! forms keep the rounded values widened back to f32.
 
 use std::ops::Range;
 
@@ -16,6 +22,7 @@ use half::f16;
 
 use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
+use super::float::{round_bf16, round_f16};
 use super::kcommon::QK_K;
 use super::q8_k::{quantize_block_q8_k, quantize_row_q8_k_into, BlockQ8K};
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
@@ -149,19 +156,30 @@ pub struct QuantizedVector {
     blocks: Vec<ActBlock>,
     /// The Q8_K form (for K-quant weights), when asked for.
     k_blocks: Vec<BlockQ8K>,
+    /// The F16 form (for F16 weights): the values rounded to f16, widened.
+    h: Vec<f32>,
+    /// The BF16 form (for BF16 weights): the values rounded to bfloat16,
+    /// widened.
+    bh: Vec<f32>,
     cols: usize,
 }
 
 /// Which quantized forms of an activation the products that read it need:
-/// Q8_0 blocks for Q8_0 and Q4_0 weights, Q8_K blocks for the K-quants.
-/// A layer of a mixed file can need both (Q4_K for `attn_q`, Q8_0 for
-/// `attn_v`, say); the activation is then quantized twice, once per form.
+/// Q8_0 blocks for Q8_0 and Q4_0 weights, Q8_K blocks for the K-quants,
+/// the values rounded to f16 for F16 weights and to bfloat16 for BF16
+/// ones (GGML's "vec dot type" of each weight type). A layer of a mixed
+/// file can need several (Q4_K for `attn_q`, Q8_0 for `attn_v`, say); the
+/// activation is then quantized once per form.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ActForms {
     /// Q8_0 blocks of 32.
     pub q8_0: bool,
     /// Q8_K blocks of 256.
     pub q8_k: bool,
+    /// The values rounded to f16 (ties to even).
+    pub f16: bool,
+    /// The values rounded to bfloat16 (ties to even).
+    pub bf16: bool,
 }
 
 impl ActForms {
@@ -169,11 +187,36 @@ impl ActForms {
     pub const Q8_0: Self = Self {
         q8_0: true,
         q8_k: false,
+        f16: false,
+        bf16: false,
     };
     /// Only the Q8_K form.
     pub const Q8_K: Self = Self {
         q8_0: false,
         q8_k: true,
+        f16: false,
+        bf16: false,
+    };
+    /// Only the f16 form.
+    pub const F16: Self = Self {
+        q8_0: false,
+        q8_k: false,
+        f16: true,
+        bf16: false,
+    };
+    /// Only the bfloat16 form.
+    pub const BF16: Self = Self {
+        q8_0: false,
+        q8_k: false,
+        f16: false,
+        bf16: true,
+    };
+    /// Every form.
+    pub const ALL: Self = Self {
+        q8_0: true,
+        q8_k: true,
+        f16: true,
+        bf16: true,
     };
 
     /// The forms either needs.
@@ -181,7 +224,30 @@ impl ActForms {
         Self {
             q8_0: self.q8_0 || other.q8_0,
             q8_k: self.q8_k || other.q8_k,
+            f16: self.f16 || other.f16,
+            bf16: self.bf16 || other.bf16,
         }
+    }
+
+    /// Whether every form of `other` is one of these.
+    pub fn contains(self, other: Self) -> bool {
+        self.union(other) == self
+    }
+
+    /// Whether these are only float forms (F16, BF16), which hold rows of
+    /// any length; every other choice, none included, needs whole Q8_0
+    /// blocks.
+    fn float_only(self) -> bool {
+        !self.q8_0 && !self.q8_k && (self.f16 || self.bf16)
+    }
+}
+
+/// Fills `out` (reusing its allocation) with `round` of each value of `x`
+/// if `on`, else empties it.
+fn round_into(out: &mut Vec<f32>, x: &[f32], on: bool, round: fn(f32) -> f32) {
+    out.clear();
+    if on {
+        out.extend(x.iter().map(|&v| round(v)));
     }
 }
 
@@ -196,6 +262,8 @@ impl QuantizedVector {
         Self {
             blocks: Vec::with_capacity(cols.div_ceil(QK8_0)),
             k_blocks: Vec::with_capacity(cols.div_ceil(QK_K)),
+            h: Vec::with_capacity(cols),
+            bh: Vec::with_capacity(cols),
             cols: 0,
         }
     }
@@ -211,13 +279,16 @@ impl QuantizedVector {
     }
 
     /// Quantizes `x` into the `forms` asked for (the Q8_K form is GGML's
-    /// `quantize_row_q8_K`, what its K-quant dot products take), replacing
-    /// the contents; forms not asked for are left empty.
+    /// `quantize_row_q8_K`, what its K-quant dot products take; the F16 and
+    /// BF16 forms are `x` rounded as GGML rounds it for its F16 and BF16
+    /// dot products), replacing the contents; forms not asked for are left
+    /// empty.
     ///
     /// # Errors
     ///
     /// [`QuantError::LengthNotMultiple`] if `x.len()` is not a multiple of
-    /// 32, or of 256 with the Q8_K form; the vector is left unchanged.
+    /// 32 (unless only the F16 and BF16 forms are asked for, which take any
+    /// length), or of 256 with the Q8_K form; the vector is left unchanged.
     pub fn quantize_forms(&mut self, x: &[f32], forms: ActForms) -> Result<(), QuantError> {
         self.quantize_forms_with(selected().1, x, forms)
     }
@@ -234,7 +305,9 @@ impl QuantizedVector {
         x: &[f32],
         forms: ActForms,
     ) -> Result<(), QuantError> {
-        blocks_for(x.len())?;
+        if !forms.float_only() {
+            blocks_for(x.len())?;
+        }
         if forms.q8_k && !x.len().is_multiple_of(QK_K) {
             return Err(QuantError::RowNotWholeBlocks {
                 len: x.len(),
@@ -251,11 +324,38 @@ impl QuantizedVector {
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
             quantize_row_q8_k_into(x, &mut self.k_blocks)?;
         }
+        round_into(&mut self.h, x, forms.f16, round_f16);
+        round_into(&mut self.bh, x, forms.bf16, round_bf16);
         self.cols = x.len();
         Ok(())
     }
 
-    /// Number of values (a multiple of 32).
+    /// The forms this vector holds for all of its values (every form, for
+    /// zero columns).
+    pub fn forms(&self) -> ActForms {
+        let n = self.cols;
+        ActForms {
+            q8_0: self.blocks.len() * QK8_0 == n,
+            q8_k: self.k_blocks.len() * QK_K == n,
+            f16: self.h.len() == n,
+            bf16: self.bh.len() == n,
+        }
+    }
+
+    /// The F16 form (the values rounded to f16, widened), empty unless
+    /// asked for.
+    pub(crate) fn f16_act(&self) -> &[f32] {
+        &self.h
+    }
+
+    /// The BF16 form (the values rounded to bfloat16, widened), empty
+    /// unless asked for.
+    pub(crate) fn bf16_act(&self) -> &[f32] {
+        &self.bh
+    }
+
+    /// Number of values (a multiple of 32 unless only float forms were
+    /// asked for).
     pub fn cols(&self) -> usize {
         self.cols
     }
@@ -291,6 +391,10 @@ pub struct QuantizedBatch {
     blocks: Vec<ActBlock>,
     /// The Q8_K form of every row, when asked for.
     k_blocks: Vec<BlockQ8K>,
+    /// The F16 form of every row, when asked for.
+    h: Vec<f32>,
+    /// The BF16 form of every row, when asked for.
+    bh: Vec<f32>,
     /// With the AVX-512 VNNI kernel: each row's pairs of blocks
     /// (`cols / 64` per row; an odd last block is only in `blocks`).
     pairs: Vec<PairBlock>,
@@ -323,7 +427,8 @@ impl QuantizedBatch {
     ///
     /// # Errors
     ///
-    /// As [`quantize_from`](Self::quantize_from); with the Q8_K form,
+    /// As [`quantize_from`](Self::quantize_from) (rows of any length if
+    /// only the F16 and BF16 forms are asked for); with the Q8_K form,
     /// [`QuantError::RowNotWholeBlocks`] unless `cols` is a multiple of 256.
     pub fn quantize_forms(
         &mut self,
@@ -345,7 +450,9 @@ impl QuantizedBatch {
         cols: usize,
         forms: ActForms,
     ) -> Result<(), QuantError> {
-        blocks_for(cols)?;
+        if !forms.float_only() {
+            blocks_for(cols)?;
+        }
         if cols == 0 || !x.len().is_multiple_of(cols) {
             return Err(QuantError::BatchShape { len: x.len(), cols });
         }
@@ -366,6 +473,8 @@ impl QuantizedBatch {
                 }
             });
         }
+        round_into(&mut self.h, x, forms.f16, round_f16);
+        round_into(&mut self.bh, x, forms.bf16, round_bf16);
         self.rows = x.len() / cols;
         self.cols = cols;
         self.pairs.clear();
@@ -397,7 +506,8 @@ impl QuantizedBatch {
         self.rows
     }
 
-    /// Values per row (a multiple of 32).
+    /// Values per row (a multiple of 32 unless only float forms were
+    /// asked for).
     pub fn cols(&self) -> usize {
         self.cols
     }
@@ -430,6 +540,30 @@ impl QuantizedBatch {
     pub(crate) fn k_row(&self, i: usize) -> &[BlockQ8K] {
         let nb = self.cols / QK_K;
         self.k_blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
+    }
+
+    /// Row `i`'s F16 form, empty unless asked for.
+    pub(crate) fn f16_row(&self, i: usize) -> &[f32] {
+        let n = self.cols;
+        self.h.get(i * n..(i + 1) * n).unwrap_or(&[])
+    }
+
+    /// Row `i`'s BF16 form, empty unless asked for.
+    pub(crate) fn bf16_row(&self, i: usize) -> &[f32] {
+        let n = self.cols;
+        self.bh.get(i * n..(i + 1) * n).unwrap_or(&[])
+    }
+
+    /// The forms this batch holds for all of its rows (every form, for an
+    /// empty batch).
+    pub fn forms(&self) -> ActForms {
+        let n = self.rows * self.cols;
+        ActForms {
+            q8_0: self.blocks.len() * QK8_0 == n,
+            q8_k: self.k_blocks.len() * QK_K == n,
+            f16: self.h.len() == n,
+            bf16: self.bh.len() == n,
+        }
     }
 }
 
@@ -480,5 +614,58 @@ mod tests {
             xs.row_blocks(1),
             crate::quant::quantize_row_q8_0_even(&[1.0; 64]).unwrap()
         );
+    }
+
+    #[test]
+    fn float_forms_are_rounded_values_of_any_length() {
+        let x: Vec<f32> = (0..40).map(|i| 1.0 + i as f32 * 1e-4).collect();
+        let mut xq = QuantizedVector::with_capacity(64);
+        // Only float forms: any length; no Q8 form held.
+        xq.quantize_forms(&x, ActForms::F16.union(ActForms::BF16))
+            .unwrap();
+        assert_eq!(xq.cols(), 40);
+        let held = xq.forms();
+        assert!(
+            held.f16 && held.bf16 && !held.q8_0 && !held.q8_k,
+            "{held:?}"
+        );
+        for (i, &v) in x.iter().enumerate() {
+            assert_eq!(xq.f16_act()[i], f16::from_f32(v).to_f32());
+            assert_eq!(xq.bf16_act()[i], half::bf16::from_f32(v).to_f32());
+        }
+        // Reused allocations; a Q8_0 form still needs whole blocks, and a
+        // refused call leaves the vector as it was.
+        let ptr = xq.f16_act().as_ptr();
+        xq.quantize_forms(&x[..32], ActForms::ALL.union(ActForms::Q8_0))
+            .unwrap_err();
+        assert_eq!(xq.cols(), 40);
+        xq.quantize_forms(&x[..32], ActForms::Q8_0.union(ActForms::F16))
+            .unwrap();
+        assert_eq!(xq.f16_act().as_ptr(), ptr);
+        let held = xq.forms();
+        assert!(
+            held.f16 && held.q8_0 && !held.bf16 && !held.q8_k,
+            "{held:?}"
+        );
+        assert!(xq.forms().contains(ActForms::F16));
+        assert!(!xq.forms().contains(ActForms::BF16));
+        assert_eq!(
+            xq.quantize_forms(&x, ActForms::Q8_0.union(ActForms::F16)),
+            Err(QuantError::LengthNotMultiple { len: 40 })
+        );
+
+        let mut xs = QuantizedBatch::new();
+        xs.quantize_forms(&x, 20, ActForms::BF16).unwrap();
+        assert_eq!((xs.rows(), xs.cols()), (2, 20));
+        assert_eq!(xs.bf16_row(1), &xq_bf16(&x[20..])[..]);
+        assert!(xs.f16_row(1).is_empty() && xs.act_row(1).is_empty());
+        assert!(xs.forms().bf16 && !xs.forms().f16);
+        assert!(xs.quantize_forms(&x, 20, ActForms::Q8_0).is_err());
+    }
+
+    fn xq_bf16(x: &[f32]) -> Vec<f32> {
+        x.iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect()
     }
 }

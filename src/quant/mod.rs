@@ -13,6 +13,10 @@
 //!   bytes like [`BlockQ8_0`], with GGML's reference quantizers (the same
 //!   bytes as llama.cpp), bit-identical dequantization, and scalar dot
 //!   products; [`BlockQ8K`] is the activation format the K-quant dots take.
+//! * `half::f16` and `half::bf16` are [`WeightBlock`]s of one value each,
+//!   the elements of unquantized F16 and BF16 matrices; their products
+//!   read the activation rounded to f16 or bfloat16, as GGML's do (the
+//!   `quant::float` module says why).
 //!
 //! # The K-quant formats
 //!
@@ -82,6 +86,7 @@
 pub(crate) mod activation;
 pub(crate) mod block;
 pub mod dot;
+pub(crate) mod float;
 pub(crate) mod kcommon;
 pub(crate) mod q4_0;
 pub(crate) mod q4_k;

@@ -25,6 +25,8 @@ pub enum FileType {
     F32,
     /// Every matrix F16.
     F16,
+    /// Every matrix BF16.
+    BF16,
     /// Q4_0 matrices, a Q6_K output projection.
     Q4_0,
     /// Q4_K with Q6_K where it pays (the most downloaded type).
@@ -37,10 +39,11 @@ pub enum FileType {
 
 impl FileType {
     /// Every type, in the order `--type` lists them.
-    pub const ALL: [FileType; 7] = [
+    pub const ALL: [FileType; 8] = [
         FileType::Q8_0,
         FileType::F32,
         FileType::F16,
+        FileType::BF16,
         FileType::Q4_0,
         FileType::Q4KM,
         FileType::Q5KM,
@@ -53,6 +56,7 @@ impl FileType {
             FileType::Q8_0 => "q8_0",
             FileType::F32 => "f32",
             FileType::F16 => "f16",
+            FileType::BF16 => "bf16",
             FileType::Q4_0 => "q4_0",
             FileType::Q4KM => "q4_k_m",
             FileType::Q5KM => "q5_k_m",
@@ -70,6 +74,7 @@ impl FileType {
             FileType::Q4KM => 15,
             FileType::Q5KM => 17,
             FileType::Q6K => 18,
+            FileType::BF16 => 32,
         }
     }
 
@@ -93,6 +98,7 @@ impl FileType {
             FileType::Q8_0 => GgmlType::Q8_0,
             FileType::F32 => GgmlType::F32,
             FileType::F16 => GgmlType::F16,
+            FileType::BF16 => GgmlType::BF16,
             _ if output => GgmlType::Q6_K,
             FileType::Q4_0 => GgmlType::Q4_0,
             FileType::Q6K => GgmlType::Q6_K,
@@ -115,7 +121,7 @@ impl fmt::Display for FileType {
 
 /// A name that is not a [`FileType`]; its message lists them.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown file type {0:?} (supported: q8_0, f32, f16, q4_0, q4_k_m, q5_k_m, q6_k)")]
+#[error("unknown file type {0:?} (supported: q8_0, f32, f16, bf16, q4_0, q4_k_m, q5_k_m, q6_k)")]
 pub struct UnknownFileType(pub String);
 
 impl FromStr for FileType {

@@ -185,6 +185,12 @@ fn encode_row(ty: GgmlType, row: &[f32], out: &mut [u8]) -> Result<(), QuantErro
             }
             Ok(())
         }
+        GgmlType::BF16 => {
+            for (o, x) in out.chunks_exact_mut(2).zip(row) {
+                o.copy_from_slice(&half::bf16::from_f32(*x).to_le_bytes());
+            }
+            Ok(())
+        }
         // F32, the one other type a `FileType` names.
         _ => {
             for (o, x) in out.chunks_exact_mut(4).zip(row) {

@@ -452,6 +452,44 @@ mod x86 {
             unsafe { avxvnni::matvec_q8(w, nb, x, out) }
         }
     }
+
+    // ---- F16 and BF16 weight rows (`quant::dot::x86_64::float`) ----
+    //
+    // The AVX-512 VNNI and AVX-VNNI kernels reach these through
+    // `avx2()`: the same code, the same bits.
+
+    use crate::quant::dot::x86_64::float;
+
+    impl Avx2Token {
+        #[inline]
+        pub(crate) fn dot_f16w(self, w: &[f16], x: &[f32]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features `float::dot_f16w` enables. Checked by:
+            // tests/prop_quant.rs::avx2_f16_weight_dot_matches_scalar
+            unsafe { float::dot_f16w(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_f16w_x4(self, w: &[f16], x: [&[f32]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::float_dot_x4_equals_dot
+            unsafe { float::dot_f16w_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_bf16w(self, w: &[half::bf16], x: &[f32]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: tests/prop_quant.rs::avx2_bf16_weight_dot_matches_scalar
+            unsafe { float::dot_bf16w(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_bf16w_x4(self, w: &[half::bf16], x: [&[f32]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::float_dot_x4_equals_dot
+            unsafe { float::dot_bf16w_x4(w, x) }
+        }
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -628,6 +666,44 @@ mod arm {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // tests/prop_quant.rs::neon_dot_matvec_matches_dot
             unsafe { neon_dot::matvec_q8(w, nb, x, out) }
+        }
+    }
+
+    // ---- F16 and BF16 weight rows (`quant::dot::aarch64::float`) ----
+    //
+    // `NeonDotToken` reaches these through `neon()`.
+
+    use crate::quant::dot::aarch64::float;
+    use half::{bf16, f16};
+
+    impl NeonToken {
+        #[inline]
+        pub(crate) fn dot_f16w(self, w: &[f16], x: &[f32]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves neon, the feature
+            // `float::dot_f16w` enables. Checked by:
+            // tests/prop_quant.rs::neon_f16_weight_dot_matches_scalar
+            unsafe { float::dot_f16w(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_f16w_x4(self, w: &[f16], x: [&[f32]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves neon. Checked by:
+            // src/quant/dot/mod.rs::float_dot_x4_equals_dot
+            unsafe { float::dot_f16w_x4(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_bf16w(self, w: &[bf16], x: &[f32]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves neon. Checked by:
+            // tests/prop_quant.rs::neon_bf16_weight_dot_matches_scalar
+            unsafe { float::dot_bf16w(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_bf16w_x4(self, w: &[bf16], x: [&[f32]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves neon. Checked by:
+            // src/quant/dot/mod.rs::float_dot_x4_equals_dot
+            unsafe { float::dot_bf16w_x4(w, x) }
         }
     }
 }

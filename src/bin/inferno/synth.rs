@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long, default_value = "0.6b", value_parser = ["tiny", "small", "0.6b"])]
     config: String,
     /// Weight types, as llama.cpp names its file types: q8_0, f32, f16,
-    /// q4_0, q4_k_m, q5_k_m or q6_k (written with the crate's quantizers,
+    /// bf16, q4_0, q4_k_m, q5_k_m or q6_k (written with the crate's quantizers,
     /// which give llama.cpp's bytes without an importance matrix).
     #[arg(long = "type", default_value_t = FileType::Q8_0)]
     file_type: FileType,

@@ -51,6 +51,15 @@
 //! kernel's four-row
 //! form (one weight row, four activation rows, for a prefill) runs its
 //! single-row dot's operations per row, so it returns the single-row bits.
+//!
+//! The F16 and BF16 weight dots ([`Kernel::dot_f16_weights`],
+//! [`Kernel::dot_bf16_weights`]) read the activation rounded to the
+//! weight's type, as GGML does (`quant::float` says why), so every product
+//! is exact in f32 and only the sums differ: the scalar kernel adds the
+//! products in f64 as GGML's reference code does, the SIMD kernels
+//! (`x86_64::float`, AVX2 code that all three x86 kernels run, and
+//! `aarch64::float`, NEON code that both NEON kernels run) in f32 lane
+//! accumulators, within [`f32_error_bound`] of it.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
@@ -60,7 +69,7 @@ pub(crate) mod x86_64;
 
 use std::sync::OnceLock;
 
-use half::f16;
+use half::{bf16, f16};
 use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
@@ -937,6 +946,204 @@ impl Dispatch {
     }
 }
 
+/// F16 and BF16 weight rows (`quant::float`; kernels in
+/// `x86_64::float` and `aarch64::float`).
+impl Kernel {
+    /// Dot product of an F16 weight row with the F16 form of an activation
+    /// (the activation rounded to f16, as GGML rounds it for its F16
+    /// products; quantize `x` with [`ActForms::F16`](crate::quant::ActForms::F16)),
+    /// with this kernel. The scalar kernel sums the (exact) products in
+    /// f64 as GGML's reference code does; the SIMD kernels sum them in f32
+    /// lanes, so they are within [`f32_error_bound`] of the widened
+    /// operands of it, not its bits (all x86 kernels run the same code, as
+    /// do both NEON ones).
+    ///
+    /// ```
+    /// use half::f16;
+    /// use inferno_cpu::quant::{ActForms, Kernel, QuantizedVector};
+    /// let w = vec![f16::from_f32(0.5); 64];
+    /// let mut x = QuantizedVector::new();
+    /// x.quantize_forms(&[2.0f32; 64], ActForms::F16)?;
+    /// assert_eq!(Kernel::Scalar.dot_f16_weights(&w, &x)?, 64.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x.cols()` values or
+    /// `x` lacks the F16 form.
+    pub fn dot_f16_weights(self, w: &[f16], x: &QuantizedVector) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_float_form(w.len(), x, x.f16_act())?;
+        Ok(k.dot_f16w(w, x.f16_act()))
+    }
+
+    /// [`dot_f16_weights`](Self::dot_f16_weights) of one weight row with
+    /// four activations: each result is that call's, bit for bit, with
+    /// each weight chunk widened once for the four (the prefill form).
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_f16_weights`](Self::dot_f16_weights), for each of `x`.
+    pub fn dot_f16_weights_x4(
+        self,
+        w: &[f16],
+        x: [&QuantizedVector; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        for xi in x {
+            check_float_form(w.len(), xi, xi.f16_act())?;
+        }
+        Ok(k.dot_f16w_x4(w, x.map(|xi| xi.f16_act())))
+    }
+
+    /// Dot product of a BF16 weight row with the BF16 form of an
+    /// activation (rounded to bfloat16, as GGML rounds it; quantize `x`
+    /// with [`ActForms::BF16`](crate::quant::ActForms::BF16)), as
+    /// [`dot_f16_weights`](Self::dot_f16_weights).
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::Unavailable`] if the CPU lacks the kernel;
+    /// [`KernelError::Shape`] if `w` does not hold `x.cols()` values or
+    /// `x` lacks the BF16 form.
+    pub fn dot_bf16_weights(self, w: &[bf16], x: &QuantizedVector) -> Result<f32, KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        check_float_form(w.len(), x, x.bf16_act())?;
+        Ok(k.dot_bf16w(w, x.bf16_act()))
+    }
+
+    /// [`dot_bf16_weights`](Self::dot_bf16_weights) of one weight row with
+    /// four activations, each result that call's, bit for bit.
+    ///
+    /// # Errors
+    ///
+    /// As [`dot_bf16_weights`](Self::dot_bf16_weights), for each of `x`.
+    pub fn dot_bf16_weights_x4(
+        self,
+        w: &[bf16],
+        x: [&QuantizedVector; 4],
+    ) -> Result<[f32; 4], KernelError> {
+        let k = self.dispatch().ok_or(KernelError::Unavailable(self))?;
+        for xi in x {
+            check_float_form(w.len(), xi, xi.bf16_act())?;
+        }
+        Ok(k.dot_bf16w_x4(w, x.map(|xi| xi.bf16_act())))
+    }
+}
+
+/// Checks a float weight row's length against an activation and that the
+/// activation holds the form (`form`, of `x.cols()` values) it reads.
+fn check_float_form(len: usize, x: &QuantizedVector, form: &[f32]) -> Result<(), ShapeError> {
+    check_cols(len, x.cols())?;
+    check_cols(len, form.len())
+}
+
+/// F16 and BF16 weight rows against activations rounded to their type.
+impl Dispatch {
+    /// An F16 weight row against an activation rounded to f16 (widened):
+    /// `quant::float::dot_f16_scalar` for the scalar kernel, the
+    /// `float` kernels of each architecture otherwise.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
+    #[inline]
+    pub(crate) fn dot_f16w(self, w: &[f16], x: &[f32]) -> f32 {
+        match self {
+            Dispatch::Scalar => super::float::dot_f16_scalar(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_f16w(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_f16w(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_f16w(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_f16w(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_f16w(w, x),
+        }
+    }
+
+    /// `[dot_f16w(w, x[0]), .., dot_f16w(w, x[3])]`, bit for bit.
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_f16w_x4(self, w: &[f16], x: [&[f32]; 4]) -> [f32; 4] {
+        match self {
+            Dispatch::Scalar => {
+                for xi in x {
+                    assert_eq!(w.len(), xi.len(), "float dot: lengths differ");
+                }
+                x.map(|xi| super::float::dot_f16_scalar(w, xi))
+            }
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_f16w_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_f16w_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_f16w_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_f16w_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_f16w_x4(w, x),
+        }
+    }
+
+    /// A BF16 weight row against an activation rounded to bfloat16
+    /// (widened), as [`dot_f16w`](Self::dot_f16w).
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
+    #[inline]
+    pub(crate) fn dot_bf16w(self, w: &[bf16], x: &[f32]) -> f32 {
+        match self {
+            Dispatch::Scalar => super::float::dot_bf16_scalar(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_bf16w(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_bf16w(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_bf16w(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_bf16w(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_bf16w(w, x),
+        }
+    }
+
+    /// `[dot_bf16w(w, x[0]), .., dot_bf16w(w, x[3])]`, bit for bit.
+    ///
+    /// # Panics
+    ///
+    /// If any `x[i].len() != w.len()`.
+    #[inline]
+    pub(crate) fn dot_bf16w_x4(self, w: &[bf16], x: [&[f32]; 4]) -> [f32; 4] {
+        match self {
+            Dispatch::Scalar => {
+                for xi in x {
+                    assert_eq!(w.len(), xi.len(), "float dot: lengths differ");
+                }
+                x.map(|xi| super::float::dot_bf16_scalar(w, xi))
+            }
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_bf16w_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_bf16w_x4(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().dot_bf16w_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_bf16w_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_bf16w_x4(w, x),
+        }
+    }
+}
+
 /// `gamma(n) = n u / (1 - n u)` with `u = 2^-24`, the relative error bound
 /// of an `n`-deep chain of rounded f32 operations (infinite once `n u >= 1`).
 fn gamma(n: usize) -> f64 {
@@ -1750,6 +1957,80 @@ mod tests {
                 let bad = [pairs[0], pairs[1], p, pairs[3]];
                 assert!(catch_unwind(|| k.dot_q8_x4_pairs(&w[..nb], bad, rows)).is_err());
             }
+        }
+    }
+
+    /// Every available kernel's F16 and BF16 weight dots: the four-row
+    /// form gives the single-row bits for each row (any bits, NaNs and
+    /// infinities included; a NaN matches any NaN); with finite operands
+    /// each kernel is within [`f32_error_bound`] of the scalar kernel; and
+    /// rows of another length panic. Lengths 0 to 100 cover every tail of
+    /// the 32- (x86), 16- (NEON), 8- and 4-value steps.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn float_dot_x4_equals_dot() {
+        use crate::quant::float::{bf16_to_f32, round_bf16, round_f16};
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let case = (0usize..=100).prop_flat_map(|n| {
+            (
+                prop::collection::vec(any::<u16>(), n),
+                prop::collection::vec(any::<u16>(), 4 * n),
+                any::<bool>(),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("float_dot_x4_equals_dot: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(|((wbits, xbits, finite) in case.clone())| {
+                let n = wbits.len();
+                // Finite cases keep weights and activations within a few
+                // powers of two of 1, so no product overflows.
+                let tame = |b: u16| if finite { (b & 0x8fff) | 0x3000 } else { b };
+                let wh: Vec<f16> = wbits.iter().map(|&b| f16::from_bits(tame(b))).collect();
+                let wb: Vec<bf16> = wbits.iter().map(|&b| bf16::from_bits(tame(b) ^ 0x0400)).collect();
+                let x: Vec<f32> = xbits
+                    .iter()
+                    .map(|&b| f16::from_bits(tame(b)).to_f32())
+                    .collect();
+                let xh: Vec<f32> = x.iter().map(|&v| round_f16(v)).collect();
+                let xb: Vec<f32> = x.iter().map(|&v| round_bf16(v * 3.0)).collect();
+                let rows_h: [&[f32]; 4] = core::array::from_fn(|i| &xh[i * n..(i + 1) * n]);
+                let rows_b: [&[f32]; 4] = core::array::from_fn(|i| &xb[i * n..(i + 1) * n]);
+                let (gh, gb) = (k.dot_f16w_x4(&wh, rows_h), k.dot_bf16w_x4(&wb, rows_b));
+                for i in 0..4 {
+                    let (sh, sb) = (k.dot_f16w(&wh, rows_h[i]), k.dot_bf16w(&wb, rows_b[i]));
+                    prop_assert!(same(gh[i], sh), "{:?} f16 row {}: {} vs {}", kernel, i, gh[i], sh);
+                    prop_assert!(same(gb[i], sb), "{:?} bf16 row {}: {} vs {}", kernel, i, gb[i], sb);
+                    if finite {
+                        let wf: Vec<f32> = wh.iter().map(|v| v.to_f32()).collect();
+                        let bound = f32_error_bound(&wf, rows_h[i]);
+                        let scalar = Dispatch::Scalar.dot_f16w(&wh, rows_h[i]);
+                        let diff = (f64::from(sh) - f64::from(scalar)).abs();
+                        prop_assert!(diff <= bound, "{:?} f16: {} vs {}", kernel, sh, scalar);
+                        let wf: Vec<f32> = wb.iter().map(|&v| bf16_to_f32(v)).collect();
+                        let bound = f32_error_bound(&wf, rows_b[i]);
+                        let scalar = Dispatch::Scalar.dot_bf16w(&wb, rows_b[i]);
+                        let diff = (f64::from(sb) - f64::from(scalar)).abs();
+                        prop_assert!(diff <= bound, "{:?} bf16: {} vs {}", kernel, sb, scalar);
+                    }
+                }
+                if n > 0 {
+                    let short = &xh[..n - 1];
+                    let bad = [rows_h[0], rows_h[1], short, rows_h[3]];
+                    prop_assert!(catch_unwind(|| k.dot_f16w_x4(&wh, bad)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_f16w(&wh, short)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_bf16w(&wb, &xb[..n - 1])).is_err());
+                    let bad = [rows_b[0], rows_b[1], rows_b[2], &xb[..n - 1]];
+                    prop_assert!(catch_unwind(|| k.dot_bf16w_x4(&wb, bad)).is_err());
+                }
+            });
         }
     }
 }

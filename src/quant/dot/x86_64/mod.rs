@@ -1,4 +1,6 @@
-//! x86_64 kernels: AVX2 (with FMA and F16C), AVX-512 VNNI and AVX-VNNI.
+//! x86_64 kernels: AVX2 (with FMA and F16C), AVX-512 VNNI and AVX-VNNI;
+//! `float` holds the F16 and BF16 weight kernels, AVX2 code that every
+//! x86 kernel runs.
 //!
 //! The three Q8_0 kernels differ only in the integer part of a block: each
 //! module defines `prep` (the weight block's side, computed once per block
@@ -670,3 +672,4 @@ macro_rules! q4_0_kernels {
 pub(crate) mod avx2;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;
+pub(crate) mod float;
