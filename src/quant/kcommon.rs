@@ -68,10 +68,11 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
 }
 
 /// All eight scales then all eight mins of a Q4_K/Q5_K block, each as
-/// [`scale_min_k4`] gives it, computed on 32-bit words without a branch
-/// (the SIMD kernels widen the 16 bytes with one instruction).
-#[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+/// [`scale_min_k4`] gives it, computed on 32-bit words without a branch:
+/// the formula the x86 kernels run in vector registers
+/// (`dot::x86_64::avx2::k4_head`), checked here against the per-scale
+/// decoding.
+#[cfg(test)]
 pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> [u8; 16] {
     let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
     let (w0, w1, w2) = (word(0), word(1), word(2));

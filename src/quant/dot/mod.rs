@@ -1637,6 +1637,65 @@ mod tests {
         }
     }
 
+    /// Every kernel's K-quant dots are within a tight bound of the exact
+    /// dot of the dequantized operands, for blocks of any scale, min and
+    /// level bytes (the SIMD kernels decode the packed 6-bit scales and
+    /// mins in vector registers; a wrong bit there moves the result far
+    /// outside the bound).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn k_dots_match_the_dequantized_dot() {
+        use crate::quant::{
+            dequantize_row_q4_k, dequantize_row_q5_k, dequantize_row_q6_k, dequantize_row_q8_k,
+        };
+        use proptest::prelude::*;
+        let case = (1usize..=3).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+                prop::collection::vec((0.25f32..2.0, 0.25f32..2.0), nb),
+            )
+        });
+        // |got - exact| within 1e-5 of the sum of the products' magnitudes.
+        let close = |got: f32, w: &[f32], x: &[f32]| {
+            let exact: f64 = w
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+            let mag: f64 = w
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+                .sum();
+            (f64::from(got) - exact).abs() <= 1e-5 * mag + 1e-30
+        };
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(128), |((nb, wraw, xraw, ds, scales) in case.clone())| {
+                let (mut w4, mut w5, mut w6, xs) = k_operands(nb, &wraw, &xraw, &ds);
+                for (b, &(d, dmin)) in scales.iter().enumerate() {
+                    let (d, dmin) = (f16::from_f32(d).to_le_bytes(), f16::from_f32(dmin).to_le_bytes());
+                    (w4[b].d, w4[b].dmin, w5[b].d, w5[b].dmin, w6[b].d) = (d, dmin, d, dmin, d);
+                }
+                let (d4, d5, d6) = (dequantize_row_q4_k(&w4), dequantize_row_q5_k(&w5), dequantize_row_q6_k(&w6));
+                for x in &xs {
+                    let xd = dequantize_row_q8_k(x);
+                    prop_assert!(close(k.dot_q4_k(&w4, x), &d4, &xd), "{:?} q4_k", kernel);
+                    prop_assert!(close(k.dot_q5_k(&w5, x), &d5, &xd), "{:?} q5_k", kernel);
+                    prop_assert!(close(k.dot_q6_k(&w6, x), &d6, &xd), "{:?} q6_k", kernel);
+                }
+            });
+        }
+    }
+
     /// The eight-row K-quant form of every kernel gives each row's
     /// single-row dot, bit for bit, and refuses a row of the wrong length.
     #[cfg_attr(

@@ -58,6 +58,40 @@ pub(super) fn f16_pair(a: [u8; 2], b: [u8; 2]) -> (f32, f32) {
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
+/// The first 16 bytes of a Q4_K/Q5_K block (`d`, `dmin`, then the 12
+/// packed bytes of the 6-bit scales and mins) decoded in vector registers:
+/// the eight scales then the eight mins as bytes, exactly
+/// `kcommon::scales_mins_k4`'s, and `d`, `dmin` widened exactly. (The
+/// scalar decoding, a dozen shifts and masks on three words and the
+/// inserts that move them into a vector, was a fifth of a decode block's
+/// instructions.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn k4_head(head: [u8; 16]) -> (__m128i, f32, f32) {
+    let v: __m128i = bytemuck::cast(head);
+    let dd = _mm_cvtph_ps(v);
+    // The packed words w0, w1, w2 (bytes 4-15).
+    let w = _mm_srli_si128::<4>(v);
+    // [w0, w2, w1, w2]: scales 0-3 and mins 0-3 are the low six bits of
+    // w0 and w1 (lanes 0 and 2); scales 4-7 are the low nibbles of w2 and
+    // mins 4-7 its high nibbles (lanes 1 and 3), ...
+    let a = _mm_shuffle_epi32::<0b10_01_10_00>(w);
+    let low6 = _mm_and_si128(a, _mm_setr_epi32(0x3f3f_3f3f, 0, 0x3f3f_3f3f, 0));
+    let nib = _mm_and_si128(
+        _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+        _mm_setr_epi32(0, 0x0f0f_0f0f, 0, 0x0f0f_0f0f),
+    );
+    // ... with the top two bits of w0's bytes (scales) and w1's (mins)
+    // above them.
+    let b = _mm_shuffle_epi32::<0b01_00_00_00>(w);
+    let top = _mm_slli_epi32::<4>(_mm_and_si128(
+        _mm_srli_epi32::<6>(b),
+        _mm_setr_epi32(0, 0x0303_0303, 0, 0x0303_0303),
+    ));
+    let sm = _mm_or_si128(low6, _mm_or_si128(nib, top));
+    (sm, _mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)))
+}
+
 /// Sum of the eight lanes, in a fixed order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -70,12 +70,11 @@ struct K4Prep {
     dmin: f32,
 }
 
-/// Scales (`i16` lanes 0-7) and mins (8-15) of a Q4_K/Q5_K block, widened,
-/// and the scale registers of its four sub-block pairs.
+/// The scale registers of a Q4_K/Q5_K block's four sub-block pairs and its
+/// mins, from the decoded scales and mins (`avx2::k4_head`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn k4_scales(packed: &[u8; 12]) -> ([__m512i; 4], __m256i) {
-    let v: __m128i = bytemuck::cast(crate::quant::kcommon::scales_mins_k4(packed));
+fn k4_scales(v: __m128i) -> ([__m512i; 4], __m256i) {
     let wide = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(v));
     let sc = core::array::from_fn(|k| {
         let idx = _mm512_inserti64x4::<1>(
@@ -107,8 +106,9 @@ fn nibble_pairs(qs: &[u8; 128]) -> [__m512i; 4] {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
-    let (sc, mins) = k4_scales(&wb.scales);
-    let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+    let head = bytemuck::cast_ref::<_, [[u8; 16]; 9]>(wb)[0]; // 144 bytes
+    let (v, d, dmin) = super::avx2::k4_head(head);
+    let (sc, mins) = k4_scales(v);
     K4Prep {
         q: nibble_pairs(&wb.qs),
         sc,
@@ -124,8 +124,9 @@ fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
     let one = _mm512_set1_epi8(1);
-    let (sc, mins) = k4_scales(&wb.scales);
-    let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+    let head = bytemuck::cast_ref::<_, [[u8; 16]; 11]>(wb)[0]; // 176 bytes
+    let (v, d, dmin) = super::avx2::k4_head(head);
+    let (sc, mins) = k4_scales(v);
     let hb = _mm512_broadcast_i64x4(bytemuck::cast(wb.qh));
     let mut q = nibble_pairs(&wb.qs);
     for (k, qk) in q.iter_mut().enumerate() {

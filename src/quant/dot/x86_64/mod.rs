@@ -167,15 +167,11 @@ macro_rules! k_prep_256 {
             dmin: f32,
         }
 
-        /// Scales and mins of a Q4_K/Q5_K block, decoded once: the 16
-        /// six-bit values unpacked on 32-bit words
-        /// (`kcommon::scales_mins_k4`), then spread with byte shuffles of
-        /// constant patterns, without a branch or a round trip through
-        /// memory.
+        /// Scales and mins of a Q4_K/Q5_K block (as `avx2::k4_head`
+        /// decodes them) spread with byte shuffles of constant patterns.
         #[inline]
         #[target_feature(enable = $features)]
-        fn k4_scales(packed: &[u8; 12]) -> ([__m256i; 8], __m256i) {
-            let v: __m128i = bytemuck::cast(crate::quant::kcommon::scales_mins_k4(packed));
+        fn k4_scales(v: __m128i) -> ([__m256i; 8], __m256i) {
             let sc = core::array::from_fn(|j| {
                 _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, _mm_set1_epi8(j as i8)))
             });
@@ -189,8 +185,9 @@ macro_rules! k_prep_256 {
         #[target_feature(enable = $features)]
         fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
-            let (sc, mins) = k4_scales(&wb.scales);
-            let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+            let head = bytemuck::cast_ref::<_, [[u8; 16]; 9]>(wb)[0]; // 144 bytes
+            let (v, d, dmin) = super::avx2::k4_head(head);
+            let (sc, mins) = k4_scales(v);
             let (qs, _) = wb.qs.as_chunks::<32>();
             let mut q = [_mm256_setzero_si256(); 8];
             for (k, c) in qs.iter().enumerate() {
@@ -215,8 +212,9 @@ macro_rules! k_prep_256 {
         fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
-            let (sc, mins) = k4_scales(&wb.scales);
-            let (d, dmin) = super::avx2::f16_pair(wb.d, wb.dmin);
+            let head = bytemuck::cast_ref::<_, [[u8; 16]; 11]>(wb)[0]; // 176 bytes
+            let (v, d, dmin) = super::avx2::k4_head(head);
+            let (sc, mins) = k4_scales(v);
             let hb: __m256i = bytemuck::cast(wb.qh);
             // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves
             // 16-bit lanes, but the mask keeps only bit `s` of each byte's
