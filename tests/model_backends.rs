@@ -141,6 +141,29 @@ fn kv_bytes_counts_keys_and_values_of_every_layer_and_position() {
     }
 }
 
+/// A cache that passes the size arithmetic but that no machine can map
+/// (2^40 positions: 2^49 bytes, past a 48-bit address space) is a typed
+/// error from `Session::new`, not an aborted process.
+#[test]
+fn an_unmappable_cache_is_an_error_not_an_abort() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 1).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        let opts = SessionOptions {
+            max_positions: 1 << 40,
+            kv,
+        };
+        match Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts) {
+            Err(ModelError::Options(msg)) => {
+                assert!(msg.contains("does not fit in memory"), "{msg}")
+            }
+            Err(e) => panic!("{kv}: unexpected error {e}"),
+            Ok(_) => panic!("{kv}: a cache of 2^49 bytes was allocated"),
+        }
+    }
+}
+
 /// Seeded generation, as `inferno generate --temperature 1 --seed S` runs
 /// it: a prompt prefilled, then 24 tokens sampled and decoded. The tiny
 /// model's next-token distribution is far from one-hot (its most likely

@@ -60,6 +60,22 @@ impl FromStr for KvDtype {
     }
 }
 
+/// `len` copies of `value`, or [`ModelError::Options`] naming `what` if
+/// the allocator refuses the memory: a size that passes the arithmetic
+/// checks can still be more than the machine can map, and `vec!` would
+/// abort the process there.
+pub(crate) fn try_filled<T: Clone>(
+    len: usize,
+    value: T,
+    what: impl Fn() -> String,
+) -> Result<Vec<T>, ModelError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| ModelError::Options(format!("{} does not fit in memory", what())))?;
+    v.resize(len, value);
+    Ok(v)
+}
+
 #[derive(Debug)]
 enum Store {
     F16 { k: Vec<f16>, v: Vec<f16> },
@@ -101,14 +117,16 @@ impl KvCache {
                     "a KV cache of {capacity} positions x {layers} layers x {kv_dim} values does not fit in memory"
                 ))
             })?;
+        let what =
+            || format!("a KV cache of {capacity} positions x {layers} layers x {kv_dim} values");
         let store = match dtype {
             KvDtype::F16 => Store::F16 {
-                k: vec![f16::ZERO; len],
-                v: vec![f16::ZERO; len],
+                k: try_filled(len, f16::ZERO, what)?,
+                v: try_filled(len, f16::ZERO, what)?,
             },
             KvDtype::F32 => Store::F32 {
-                k: vec![0.0; len],
-                v: vec![0.0; len],
+                k: try_filled(len, 0.0, what)?,
+                v: try_filled(len, 0.0, what)?,
             },
         };
         Ok(Self {

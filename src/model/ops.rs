@@ -195,13 +195,24 @@ pub(crate) struct GroupScratch {
 }
 
 impl GroupScratch {
-    pub(crate) fn new(group: usize, head_dim: usize, capacity: usize) -> Self {
-        Self {
+    /// # Errors
+    ///
+    /// [`ModelError::Options`] if the attention weights of `capacity`
+    /// positions cannot be allocated.
+    pub(crate) fn new(
+        group: usize,
+        head_dim: usize,
+        capacity: usize,
+    ) -> Result<Self, super::ModelError> {
+        let scores = super::kv_cache::try_filled(group.saturating_mul(capacity), 0.0, || {
+            format!("attention weights over {capacity} positions")
+        })?;
+        Ok(Self {
             q: vec![0.0; group * head_dim],
             out: vec![0.0; group * head_dim],
-            scores: vec![0.0; group * capacity],
+            scores,
             capacity,
-        }
+        })
     }
 }
 
@@ -372,7 +383,7 @@ mod tests {
                 round,
                 dot: Dispatch::Scalar,
             };
-            let mut s = GroupScratch::new(1, 4, 2);
+            let mut s = GroupScratch::new(1, 4, 2).unwrap();
             s.q.copy_from_slice(&q);
             attend_group(&job, 0, 2, &mut s);
             for (i, (&got, &w)) in s.out.iter().zip(&want).enumerate() {
@@ -397,7 +408,7 @@ mod tests {
             round: false,
             dot: Dispatch::Scalar,
         };
-        let mut s = GroupScratch::new(2, 4, 4);
+        let mut s = GroupScratch::new(2, 4, 4).unwrap();
         s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0]);
         // Two kv heads of one position each (capacity 1, so 4 values apart):
         // heads 2 and 3 read kv head 1, values 4..8.

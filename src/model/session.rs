@@ -112,11 +112,11 @@ struct BatchScratch {
 }
 
 impl BatchScratch {
-    fn new(c: &super::Qwen3Config, capacity: usize) -> Self {
+    fn new(c: &super::Qwen3Config, capacity: usize) -> Result<Self, ModelError> {
         let n = PREFILL_CHUNK;
         let (h, qd, kvd, f) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn);
         let half = c.head_dim / 2;
-        Self {
+        Ok(Self {
             x: vec![0.0; n * h],
             xn: vec![0.0; n * h],
             xs: QuantizedBatch::new(),
@@ -132,11 +132,11 @@ impl BatchScratch {
             groups: (0..c.kv_heads)
                 .map(|_| {
                     let g = c.heads / c.kv_heads;
-                    let s = GroupScratch::new(g, c.head_dim, capacity);
-                    (s, vec![0.0; n * g * c.head_dim])
+                    let s = GroupScratch::new(g, c.head_dim, capacity)?;
+                    Ok((s, vec![0.0; n * g * c.head_dim]))
                 })
-                .collect(),
-        }
+                .collect::<Result<_, ModelError>>()?,
+        })
     }
 }
 
@@ -270,7 +270,9 @@ impl<B: Backend> State<B> {
             xn: vec![0.0; c.hidden],
             xq: QuantizedVector::with_capacity(widest),
             qkv: vec![0.0; c.q_dim() + 2 * c.kv_dim()],
-            groups: vec![GroupScratch::new(c.heads / c.kv_heads, c.head_dim, capacity); c.kv_heads],
+            groups: (0..c.kv_heads)
+                .map(|_| GroupScratch::new(c.heads / c.kv_heads, c.head_dim, capacity))
+                .collect::<Result<_, _>>()?,
             attn: vec![0.0; c.q_dim()],
             tmp: vec![0.0; c.hidden],
             gu: vec![0.0; 2 * c.ffn],
@@ -413,7 +415,7 @@ impl<B: Backend> State<B> {
         let mut logits = Vec::with_capacity(if all { tokens.len() * vocab } else { vocab });
         let mut batch = match self.batch.take() {
             Some(b) => b,
-            None => Box::new(BatchScratch::new(&model.config, self.cache.capacity())),
+            None => Box::new(BatchScratch::new(&model.config, self.cache.capacity())?),
         };
         let mut result = Ok(());
         for (n, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
