@@ -267,6 +267,31 @@ pub(crate) fn matmul_rows_any(
             }
             i += 8;
         }
+        // Q4_0 with a kernel that pairs blocks: two weight rows by four
+        // batch rows at 512 bits.
+        while let (Weight::Q4_0(q), true) = (w, i + 4 <= m) {
+            let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
+            let [Some(a), Some(b), Some(c), Some(d)] = [0, 1, 2, 3].map(|t| xs.pair_row(i + t))
+            else {
+                break;
+            };
+            let mut j = tile.start;
+            while j + 2 <= tile.end {
+                let y = k.dot_q4_0_2x4_pairs([q.row(r0 + j), q.row(r0 + j + 1)], [a, b, c, d], x);
+                for (r, yr) in y.into_iter().enumerate() {
+                    for (t, v) in yr.into_iter().enumerate() {
+                        segs[i + t][j + r] = v;
+                    }
+                }
+                j += 2;
+            }
+            if j < tile.end {
+                for (t, v) in k.dot_q4_0_x4(q.row(r0 + j), x).into_iter().enumerate() {
+                    segs[i + t][j] = v;
+                }
+            }
+            i += 4;
+        }
         while i + 4 <= m {
             for j in tile.clone() {
                 let r = r0 + j;

@@ -279,6 +279,18 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_0_2x4_pairs(
+            self,
+            w: [&[BlockQ4_0]; 2],
+            pairs: [&[PairBlock]; 4],
+            x: [&[ActBlock]; 4],
+        ) -> [[f32; 4]; 2] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
+            unsafe { avx512vnni::dot_q4_0_2x4_pairs(w, pairs, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2

@@ -588,6 +588,23 @@ impl Dispatch {
         }
     }
 
+    /// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, from
+    /// the batch's block pairs where the kernel uses them.
+    #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    pub(crate) fn dot_q4_0_2x4_pairs(
+        self,
+        w: [&[BlockQ4_0]; 2],
+        pairs: [&[PairBlock]; 4],
+        x: [&[ActBlock]; 4],
+    ) -> [[f32; 4]; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_0_2x4_pairs(w, pairs, x),
+            _ => w.map(|wr| self.dot_q4_0_x4(wr, x)),
+        }
+    }
+
     /// See `scalar::matvec_q8`; every row gets exactly `dot_q8`'s result.
     #[inline]
     pub(crate) fn matvec_q8(self, w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
@@ -1407,6 +1424,56 @@ mod tests {
             for (i, x) in rows.iter().enumerate() {
                 prop_assert_eq!(both[0][i].to_bits(), k.dot_q8(&w, x).to_bits());
                 prop_assert_eq!(both[1][i].to_bits(), k.dot_q8(&w2, x).to_bits());
+            }
+        });
+    }
+
+    /// The 512-bit Q4_0 pair kernel gives `dot_q4_0`'s bits for two weight
+    /// rows and four activation rows, for every block count (odd ones
+    /// included) and any weight bytes and scales.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_q4_0_pairs_equal_dot_q4_0() {
+        use proptest::prelude::*;
+        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+            eprintln!("avx512_q4_0_pairs_equal_dot_q4_0: skipped, the CPU lacks AVX-512 VNNI");
+            return;
+        };
+        let case = (0usize..=7).prop_flat_map(|nb| {
+            (
+                prop::collection::vec(any::<u8>(), nb * 18),
+                prop::collection::vec(any::<u8>(), nb * 18),
+                any::<u32>(),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        proptest!(ProptestConfig::with_cases(128), |((ra, rb, seed) in case)| {
+            let blocks = |raw: &[u8]| -> Vec<BlockQ4_0> {
+                raw.chunks_exact(18).map(bytemuck::pod_read_unaligned).collect()
+            };
+            let (wa, wb) = (blocks(&ra), blocks(&rb));
+            let nb = wa.len();
+            if nb == 0 {
+                return Ok(());
+            }
+            let vals: Vec<f32> = (0..4 * nb * QK8_0)
+                .map(|i| {
+                    let h = (seed ^ i as u32).wrapping_mul(2_654_435_761);
+                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                })
+                .collect();
+            let mut xs = crate::quant::QuantizedBatch::new();
+            xs.quantize_from(&vals, nb * QK8_0).unwrap();
+            let rows = [0, 1, 2, 3].map(|i| xs.act_row(i));
+            let pairs = [0, 1, 2, 3].map(|i| xs.pair_row(i).expect("pairs built for AVX-512 VNNI"));
+            let got = k.dot_q4_0_2x4_pairs([&wa, &wb], pairs, rows);
+            for (i, x) in rows.iter().enumerate() {
+                prop_assert!(same(got[0][i], k.dot_q4_0(&wa, x)), "row a, x {}", i);
+                prop_assert!(same(got[1][i], k.dot_q4_0(&wb, x)), "row b, x {}", i);
             }
         });
     }

@@ -393,3 +393,67 @@ pub(crate) fn dot_q8_2x4_pairs(
         })
     })
 }
+
+/// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, with
+/// 512-bit registers, as [`dot_q8_2x4_pairs`] does for Q8_0: a register
+/// holds two weight blocks' levels (`q4_0_prep` of each, side by side) and
+/// their scales, and meets an activation pair ([`PairBlock`]) with one
+/// `vpdpbusd` onto the pair's `-8 * sum` lanes. The low half does what
+/// `dot_q4_0`'s even-block accumulator does and the high half what the
+/// odd-block one does, lane for lane, so the halves added and summed give
+/// its bits; an odd last block goes to the even half, as there.
+///
+/// # Panics
+///
+/// If the two weight rows differ in length, or any `x[i].len()` differs
+/// from it, or any `pairs[i].len()` from half of it.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q4_0_2x4_pairs(
+    w: [&[BlockQ4_0]; 2],
+    pairs: [&[PairBlock]; 4],
+    x: [&[ActBlock]; 4],
+) -> [[f32; 4]; 2] {
+    let nb = w[0].len();
+    assert_eq!(nb, w[1].len(), "dot_q4_0: weight rows differ in length");
+    for (xi, pi) in x.iter().zip(&pairs) {
+        assert_eq!(nb, xi.len(), "dot_q4_0: block counts differ");
+        assert_eq!(nb / 2, pi.len(), "dot_q4_0: pair counts differ");
+    }
+    let mut acc = [[_mm512_setzero_ps(); 4]; 2];
+    let (wa2, wa_rest) = w[0].as_chunks::<2>();
+    let (wb2, wb_rest) = w[1].as_chunks::<2>();
+    let side = |[a, b]: &[BlockQ4_0; 2]| {
+        let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b));
+        let halves = _mm256_set_m128i(
+            _mm_set1_epi16(i16::from_le_bytes(b.d)),
+            _mm_set1_epi16(i16::from_le_bytes(a.d)),
+        );
+        (q, _mm512_cvtph_ps(halves))
+    };
+    for (k, (pa, pb)) in wa2.iter().zip(wb2).enumerate() {
+        let ws = [side(pa), side(pb)];
+        for i in 0..4 {
+            let p = &pairs[i][k];
+            let bias = _mm512_srai_epi32::<4>(bytemuck::cast(p.neg_bias));
+            let qx: __m512i = bytemuck::cast(p.qs);
+            let dx: __m512 = bytemuck::cast(p.d);
+            for (r, &(q, dw)) in ws.iter().enumerate() {
+                let lanes = _mm512_dpbusd_epi32(bias, q, qx);
+                let d = _mm512_mul_ps(dw, dx);
+                acc[r][i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][i]);
+            }
+        }
+    }
+    let rests = [wa_rest, wb_rest];
+    core::array::from_fn(|r| {
+        core::array::from_fn(|i| {
+            let wide = _mm512_castps_pd(acc[r][i]);
+            let mut even = _mm256_castpd_ps(_mm512_castpd512_pd256(wide));
+            let odd = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide));
+            if let [wl] = rests[r] {
+                even = q4_0_fma(even, q4_0_prep(wl), q4_0_scale8(wl), &x[i][nb - 1]);
+            }
+            super::avx2::hsum(_mm256_add_ps(even, odd))
+        })
+    })
+}
