@@ -21,7 +21,7 @@ if [ -r /proc/cpuinfo ]; then
     x86_64)
       if has avx2 fma f16c; then
         expected+=(Avx2)
-        has avx512f avx512vl avx512_vnni && expected+=(Avx512Vnni)
+        has avx512f avx512vl avx512bw avx512_vnni && expected+=(Avx512Vnni)
         has avx_vnni && expected+=(AvxVnni)
       fi ;;
     aarch64)

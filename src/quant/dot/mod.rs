@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `Scalar` | everywhere | 32 `i32` multiply-adds |
 //! | `Avx2` | x86_64 with AVX2, FMA, F16C | `vpsignb`, `vpmaddubsw`, `vpmaddwd` |
-//! | `Avx512Vnni` | x86_64 with AVX-512 F/VL/VNNI too | one 256-bit `vpdpbusd` |
+//! | `Avx512Vnni` | x86_64 with AVX-512 F/VL/BW/VNNI too | one 256-bit `vpdpbusd` |
 //! | `AvxVnni` | x86_64 with AVX-VNNI (VEX) too | one `vpdpbusd` |
 //! | `NeonDot` | aarch64 with the dot-product extension | `zip1`, `zip2`, two `sdot` |
 //! | `Neon` | aarch64 | `smull`, `sadalp` |
@@ -105,7 +105,8 @@ pub enum Kernel {
     Scalar,
     /// x86_64 AVX2 with FMA and F16C.
     Avx2,
-    /// x86_64 AVX-512 VNNI (256-bit forms, with AVX-512 VL).
+    /// x86_64 AVX-512 VNNI (256-bit forms, with AVX-512 VL; the K-quant
+    /// kernels at 512 bits need AVX-512 BW too, which the kernel requires).
     Avx512Vnni,
     /// x86_64 AVX-VNNI, the VEX-encoded VNNI of CPUs without AVX-512.
     AvxVnni,
@@ -1227,7 +1228,8 @@ mod tests {
         {
             use std::is_x86_feature_detected as has;
             let avx2 = has!("avx2") && has!("fma") && has!("f16c");
-            if avx2 && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+            if avx2 && has!("avx512f") && has!("avx512vl") && has!("avx512bw") && has!("avx512vnni")
+            {
                 return Kernel::Avx512Vnni;
             }
             if avx2 && has!("avxvnni") {
@@ -2157,6 +2159,154 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.dot_bf16w_x4(&wb, bad)).is_err());
                 }
             });
+        }
+    }
+
+    /// The eight-row K-quant forms against hostile operands: weight
+    /// blocks of any bytes (`d` and `dmin` NaN, infinite or subnormal
+    /// included), activation blocks of any bytes (sums that do not match
+    /// the values) with scales NaN, infinite, zero of either sign,
+    /// subnormal or huge, 0 to 12 blocks, eight different rows. Each
+    /// result is the single-row dot's bits (a NaN matching any NaN), the
+    /// four-row form's too, and the x86 SIMD kernels give the AVX2 bits.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn dot_k_x8_equals_dot_k_on_hostile_blocks() {
+        use proptest::prelude::*;
+        let special = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f32::MIN_POSITIVE / 3.0,
+            f32::MAX,
+            -f32::MAX,
+            1e-38,
+            1.0,
+        ];
+        let case = (0usize..=12).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), nb * 210),
+                prop::collection::vec(any::<u8>(), 8 * nb * 292),
+                prop::collection::vec(prop::option::of(0..special.len()), 8 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], nb: usize) -> Vec<B> {
+            let n = core::mem::size_of::<B>();
+            (0..nb)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * n..(b + 1) * n]))
+                .collect()
+        }
+        let avx2 = Kernel::Avx2.dispatch();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!(
+                    "dot_k_x8_equals_dot_k_on_hostile_blocks: {kernel:?} skipped, the CPU lacks it"
+                );
+                continue;
+            };
+            // Only the x86 SIMD kernels promise the AVX2 kernel's bits.
+            let avx2 = avx2.filter(|_| kernel != Kernel::Scalar);
+            proptest!(ProptestConfig::with_cases(64), |((nb, wraw, xraw, sp) in case.clone())| {
+                let (w4, w5, w6): (Vec<BlockQ4K>, Vec<BlockQ5K>, Vec<BlockQ6K>) =
+                    (blocks(&wraw, nb), blocks(&wraw, nb), blocks(&wraw, nb));
+                let xs: Vec<Vec<BlockQ8K>> = (0..8)
+                    .map(|r| {
+                        let mut x: Vec<BlockQ8K> = blocks(&xraw[r * nb * 292..], nb);
+                        for (b, xb) in x.iter_mut().enumerate() {
+                            if let Some(i) = sp[r * nb + b] {
+                                xb.d = special[i];
+                            }
+                        }
+                        x
+                    })
+                    .collect();
+                let rows: [&[BlockQ8K]; 8] = core::array::from_fn(|i| &xs[i][..]);
+                let x8 = [
+                    k.dot_k_x8(KRow::Q4K(&w4), rows),
+                    k.dot_k_x8(KRow::Q5K(&w5), rows),
+                    k.dot_k_x8(KRow::Q6K(&w6), rows),
+                ];
+                let lo = [rows[0], rows[1], rows[2], rows[3]];
+                let x4 = [k.dot_q4_k_x4(&w4, lo), k.dot_q5_k_x4(&w5, lo), k.dot_q6_k_x4(&w6, lo)];
+                for (i, x) in rows.iter().enumerate() {
+                    let one = [k.dot_q4_k(&w4, x), k.dot_q5_k(&w5, x), k.dot_q6_k(&w6, x)];
+                    for t in 0..3 {
+                        prop_assert!(same(x8[t][i], one[t]), "{:?} type {} row {}: {} vs {}", kernel, t, i, x8[t][i], one[t]);
+                        if i < 4 {
+                            prop_assert!(same(x4[t][i], one[t]), "{:?} x4 type {} row {}", kernel, t, i);
+                        }
+                    }
+                    if let Some(a) = avx2 {
+                        let r = [a.dot_q4_k(&w4, x), a.dot_q5_k(&w5, x), a.dot_q6_k(&w6, x)];
+                        for t in 0..3 {
+                            prop_assert!(same(one[t], r[t]), "{:?} vs Avx2 type {}: {} vs {}", kernel, t, one[t], r[t]);
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Every kernel's F16 and BF16 weight dots widen every one of the
+    /// 65536 bit patterns exactly (`half`'s conversion: subnormals,
+    /// infinities, signed values; NaN stays NaN) in every lane of the
+    /// SIMD steps and the scalar tail: a one-hot weight row against ones
+    /// returns the weight itself. (The proptests tame or bound these; a
+    /// wrong subnormal or sign in NEON's integer f16 widening would hide
+    /// in their error bound.)
+    #[cfg_attr(
+        miri,
+        ignore = "65536 patterns a type; Miri runs only the scalar kernel"
+    )]
+    #[test]
+    fn float_weights_widen_every_bit_pattern_exactly() {
+        // 37 values: a 32-value step, a 4-value step and one scalar tail
+        // value on x86 (four 8-lane steps, 4 tail values), two 16-value
+        // steps and one 4-value step and a tail value on NEON.
+        const N: usize = 37;
+        let ones = [1.0f32; N];
+        let check = |kernel: Kernel, got: f32, want: f32, bits: u16, at: usize| {
+            // A +-0 weight gives +0 (the zero accumulators are added).
+            let ok = if want == 0.0 {
+                got.to_bits() == 0
+            } else {
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan())
+            };
+            assert!(ok, "{kernel:?}: {bits:#06x} at {at}: {got:e} vs {want:e}");
+        };
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("float_weights_widen_every_bit_pattern_exactly: {kernel:?} skipped");
+                continue;
+            };
+            let mut wh = [f16::ZERO; N];
+            let mut wb = [bf16::ZERO; N];
+            for bits in 0..=u16::MAX {
+                let at = usize::from(bits) % N;
+                (wh[at], wb[at]) = (f16::from_bits(bits), bf16::from_bits(bits));
+                check(
+                    kernel,
+                    k.dot_f16w(&wh, &ones),
+                    f16::from_bits(bits).to_f32(),
+                    bits,
+                    at,
+                );
+                check(
+                    kernel,
+                    k.dot_bf16w(&wb, &ones),
+                    bf16::from_bits(bits).to_f32(),
+                    bits,
+                    at,
+                );
+                (wh[at], wb[at]) = (f16::ZERO, bf16::ZERO);
+            }
         }
     }
 }
