@@ -149,8 +149,9 @@ macro_rules! q8_kernels {
 /// a 32-weight step holds the products of bytes `4m..4m + 4` (the pairing
 /// of `vpmaddubsw` then `vpmaddwd`), times the sub-block's scale, summed
 /// over the block's eight steps. Integer addition is exact while nothing
-/// overflows (each lane stays below `2^23` in magnitude), so neither the
-/// order of the adds nor how the steps are grouped into registers can
+/// overflows (each lane stays within `2^24` in magnitude, Q6_K's signed
+/// scales reaching it, so its conversion to f32 is exact too), so neither
+/// the order of the adds nor how the steps are grouped into registers can
 /// change a lane.
 macro_rules! k_prep_256 {
     ($features:literal) => {
