@@ -512,6 +512,7 @@ mod arm {
     use crate::quant::activation::ActBlock;
     use crate::quant::block::BlockQ8_0;
     use crate::quant::dot::aarch64::{kquant, neon, neon_dot};
+    use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
@@ -559,6 +560,21 @@ mod arm {
                 return None;
             }
             std::arch::is_aarch64_feature_detected!("neon").then_some(Self(()))
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves neon, the feature
+            // `neon::dot_q4_0` enables. Checked by:
+            // src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { neon::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q4_0`. Checked by:
+            // src/quant/dot/mod.rs::dot_q4_0_kernels_agree
+            unsafe { neon::dot_q4_0_x4(w, x) }
         }
 
         #[inline]

@@ -640,6 +640,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q4_0(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_0(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_0(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_0(w, x),
             _ => {
                 assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
                 crate::quant::q4_0::dot_q4_0_act_blocks(w, x)
@@ -663,6 +667,10 @@ impl Dispatch {
             Dispatch::Avx512Vnni(t) => t.dot_q4_0_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::NeonDot(t) => t.neon().dot_q4_0_x4(w, x),
+            #[cfg(target_arch = "aarch64")]
+            Dispatch::Neon(t) => t.dot_q4_0_x4(w, x),
             _ => {
                 for xi in x {
                     assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");

@@ -22,6 +22,7 @@ use core::arch::aarch64::*;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::BlockQ8_0;
 use crate::quant::dot::scalar::for_rows;
+use crate::quant::q4_0::BlockQ4_0;
 
 /// Four `i32` lanes whose sum is the block's exact integer dot product.
 #[inline]
@@ -99,6 +100,85 @@ pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
         let d = wl.scale_f32();
         for i in 0..4 {
             even[i] = term(even[i], wl, d, &x[i][w.len() - 1]);
+        }
+    }
+    core::array::from_fn(|i| vaddvq_f32(vaddq_f32(even[i], odd[i])))
+}
+
+/// The 32 levels of a Q4_0 block, `nibble - 8` as signed bytes in weight
+/// order (low nibbles are weights 0-15, high nibbles 16-31).
+#[inline]
+#[target_feature(enable = "neon")]
+fn q4_0_levels(w: &BlockQ4_0) -> [int8x16_t; 2] {
+    let bits: uint8x16_t = bytemuck::cast(w.qs);
+    let eight = vdupq_n_s8(8);
+    let lo = vreinterpretq_s8_u8(vandq_u8(bits, vdupq_n_u8(0x0f)));
+    let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(bits));
+    [vsubq_s8(lo, eight), vsubq_s8(hi, eight)]
+}
+
+/// Four `i32` lanes whose sum is a Q4_0 block's exact integer dot product
+/// with an activation block (levels in `-8..=7`: the Q8_0 lanes' bounds
+/// hold).
+#[inline]
+#[target_feature(enable = "neon")]
+fn q4_0_lanes(l: [int8x16_t; 2], x: &ActBlock) -> int32x4_t {
+    let [x0, x1]: [int8x16_t; 2] = bytemuck::cast(x.qs);
+    let p0 = vmull_s8(vget_low_s8(l[0]), vget_low_s8(x0));
+    let p1 = vmull_high_s8(l[0], x0);
+    let p2 = vmull_s8(vget_low_s8(l[1]), vget_low_s8(x1));
+    let p3 = vmull_high_s8(l[1], x1);
+    let s = vpaddlq_s16(p0);
+    let s = vpadalq_s16(s, p1);
+    let s = vpadalq_s16(s, p2);
+    vpadalq_s16(s, p3)
+}
+
+/// One Q4_0 block's term added to `acc`: `f32(lanes) * (d_w * d_x)`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn q4_0_term(acc: float32x4_t, l: [int8x16_t; 2], dw: f32, x: &ActBlock) -> float32x4_t {
+    vfmaq_f32(acc, vcvtq_f32_s32(q4_0_lanes(l, x)), vdupq_n_f32(dw * x.d))
+}
+
+/// Q4_0 x Q8_0 dot product, shaped as [`dot_q8`] (even and odd blocks in
+/// two accumulators, one horizontal sum); within the Q8_0 kernels' error
+/// bound of the scalar reference, not its bits.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn dot_q4_0(w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
+    dot_q4_0_x4(w, [x; 4])[0]
+}
+
+/// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit: each weight
+/// block's levels and scale are unpacked once for the four rows.
+///
+/// # Panics
+///
+/// If any `x[i].len() != w.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) fn dot_q4_0_x4(w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
+    for xi in x {
+        assert_eq!(w.len(), xi.len(), "dot_q4_0: block counts differ");
+    }
+    let mut even = [vdupq_n_f32(0.0); 4];
+    let mut odd = [vdupq_n_f32(0.0); 4];
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        let (la, lb) = (q4_0_levels(wa), q4_0_levels(wb));
+        let (da, db) = (wa.scale_f32(), wb.scale_f32());
+        for i in 0..4 {
+            even[i] = q4_0_term(even[i], la, da, &x[i][2 * k]);
+            odd[i] = q4_0_term(odd[i], lb, db, &x[i][2 * k + 1]);
+        }
+    }
+    if let [wl] = w_rest {
+        let (l, d) = (q4_0_levels(wl), wl.scale_f32());
+        for i in 0..4 {
+            even[i] = q4_0_term(even[i], l, d, &x[i][w.len() - 1]);
         }
     }
     core::array::from_fn(|i| vaddvq_f32(vaddq_f32(even[i], odd[i])))
