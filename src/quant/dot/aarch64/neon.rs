@@ -28,7 +28,14 @@ use crate::quant::q4_0::BlockQ4_0;
 #[inline]
 #[target_feature(enable = "neon")]
 fn block_lanes(w: &BlockQ8_0, x: &ActBlock) -> int32x4_t {
-    let [w0, w1]: [int8x16_t; 2] = bytemuck::cast(w.qs);
+    lanes_s8(bytemuck::cast(w.qs), x)
+}
+
+/// Four `i32` lanes whose sum is the exact dot product of 32 signed
+/// weight bytes with an activation block.
+#[inline]
+#[target_feature(enable = "neon")]
+fn lanes_s8([w0, w1]: [int8x16_t; 2], x: &ActBlock) -> int32x4_t {
     let [x0, x1]: [int8x16_t; 2] = bytemuck::cast(x.qs);
     let p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
     let p1 = vmull_high_s8(w0, x0);
@@ -106,7 +113,8 @@ pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
 }
 
 /// The 32 levels of a Q4_0 block, `nibble - 8` as signed bytes in weight
-/// order (low nibbles are weights 0-15, high nibbles 16-31).
+/// order (low nibbles are weights 0-15, high nibbles 16-31); in `-8..=7`,
+/// so `lanes_s8`'s bounds for Q8_0 weights hold.
 #[inline]
 #[target_feature(enable = "neon")]
 fn q4_0_levels(w: &BlockQ4_0) -> [int8x16_t; 2] {
@@ -117,28 +125,11 @@ fn q4_0_levels(w: &BlockQ4_0) -> [int8x16_t; 2] {
     [vsubq_s8(lo, eight), vsubq_s8(hi, eight)]
 }
 
-/// Four `i32` lanes whose sum is a Q4_0 block's exact integer dot product
-/// with an activation block (levels in `-8..=7`: the Q8_0 lanes' bounds
-/// hold).
-#[inline]
-#[target_feature(enable = "neon")]
-fn q4_0_lanes(l: [int8x16_t; 2], x: &ActBlock) -> int32x4_t {
-    let [x0, x1]: [int8x16_t; 2] = bytemuck::cast(x.qs);
-    let p0 = vmull_s8(vget_low_s8(l[0]), vget_low_s8(x0));
-    let p1 = vmull_high_s8(l[0], x0);
-    let p2 = vmull_s8(vget_low_s8(l[1]), vget_low_s8(x1));
-    let p3 = vmull_high_s8(l[1], x1);
-    let s = vpaddlq_s16(p0);
-    let s = vpadalq_s16(s, p1);
-    let s = vpadalq_s16(s, p2);
-    vpadalq_s16(s, p3)
-}
-
 /// One Q4_0 block's term added to `acc`: `f32(lanes) * (d_w * d_x)`.
 #[inline]
 #[target_feature(enable = "neon")]
 fn q4_0_term(acc: float32x4_t, l: [int8x16_t; 2], dw: f32, x: &ActBlock) -> float32x4_t {
-    vfmaq_f32(acc, vcvtq_f32_s32(q4_0_lanes(l, x)), vdupq_n_f32(dw * x.d))
+    vfmaq_f32(acc, vcvtq_f32_s32(lanes_s8(l, x)), vdupq_n_f32(dw * x.d))
 }
 
 /// Q4_0 x Q8_0 dot product, shaped as [`dot_q8`] (even and odd blocks in
