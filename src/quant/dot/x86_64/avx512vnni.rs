@@ -317,15 +317,28 @@ pub(crate) fn dot_q8_x4_pairs(
             *a = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), *a);
         }
     }
-    core::array::from_fn(|i| {
-        let wide = _mm512_castps_pd(acc[i]);
-        let mut even = _mm256_castpd_ps(_mm512_castpd512_pd256(wide));
-        let odd = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide));
+    // Loops, not `array::from_fn`: its closure did not inline.
+    let mut out = [0.0f32; 4];
+    for (i, o) in out.iter_mut().enumerate() {
+        let (mut even, odd) = halves(acc[i]);
         if let [wl] = w_rest {
             even = term_fma(even, prep(wl), super::avx2::scale8(wl), &x[i][w.len() - 1]);
         }
-        super::avx2::hsum(_mm256_add_ps(even, odd))
-    })
+        *o = super::avx2::hsum(_mm256_add_ps(even, odd));
+    }
+    out
+}
+
+/// The low (even blocks) and high (odd blocks) halves of a paired
+/// accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn halves(acc: __m512) -> (__m256, __m256) {
+    let wide = _mm512_castps_pd(acc);
+    (
+        _mm256_castpd_ps(_mm512_castpd512_pd256(wide)),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide)),
+    )
 }
 
 /// [`dot_q8_x4_pairs`] for two weight rows at once: `out[r][i]` is
@@ -381,17 +394,17 @@ pub(crate) fn dot_q8_2x4_pairs(
         }
     }
     let rests = [wa_rest, wb_rest];
-    core::array::from_fn(|r| {
-        core::array::from_fn(|i| {
-            let wide = _mm512_castps_pd(acc[r][i]);
-            let mut even = _mm256_castpd_ps(_mm512_castpd512_pd256(wide));
-            let odd = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide));
+    let mut out = [[0.0f32; 4]; 2];
+    for (r, row) in out.iter_mut().enumerate() {
+        for (i, o) in row.iter_mut().enumerate() {
+            let (mut even, odd) = halves(acc[r][i]);
             if let [wl] = rests[r] {
                 even = term_fma(even, prep(wl), super::avx2::scale8(wl), &x[i][nb - 1]);
             }
-            super::avx2::hsum(_mm256_add_ps(even, odd))
-        })
-    })
+            *o = super::avx2::hsum(_mm256_add_ps(even, odd));
+        }
+    }
+    out
 }
 
 /// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, with
@@ -445,15 +458,15 @@ pub(crate) fn dot_q4_0_2x4_pairs(
         }
     }
     let rests = [wa_rest, wb_rest];
-    core::array::from_fn(|r| {
-        core::array::from_fn(|i| {
-            let wide = _mm512_castps_pd(acc[r][i]);
-            let mut even = _mm256_castpd_ps(_mm512_castpd512_pd256(wide));
-            let odd = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(wide));
+    let mut out = [[0.0f32; 4]; 2];
+    for (r, row) in out.iter_mut().enumerate() {
+        for (i, o) in row.iter_mut().enumerate() {
+            let (mut even, odd) = halves(acc[r][i]);
             if let [wl] = rests[r] {
                 even = q4_0_fma(even, q4_0_prep(wl), q4_0_scale8(wl), &x[i][nb - 1]);
             }
-            super::avx2::hsum(_mm256_add_ps(even, odd))
-        })
-    })
+            *o = super::avx2::hsum(_mm256_add_ps(even, odd));
+        }
+    }
+    out
 }
