@@ -197,8 +197,8 @@ pub(crate) struct GroupScratch {
 impl GroupScratch {
     /// # Errors
     ///
-    /// [`ModelError::Options`] if the attention weights of `capacity`
-    /// positions cannot be allocated.
+    /// [`ModelError::Options`](super::ModelError::Options) if the
+    /// attention weights of `capacity` positions cannot be allocated.
     pub(crate) fn new(
         group: usize,
         head_dim: usize,
