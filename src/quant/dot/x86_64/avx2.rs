@@ -528,6 +528,19 @@ pub(super) fn hsum_epi32(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// The sums of the eight `i32` lanes of `a` and of `b`, exactly
+/// (wrapping; callers stay far from overflow).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn hsum2_epi32(a: __m256i, b: __m256i) -> (i32, i32) {
+    // Lanes: a01 a23 b01 b23 | a45 a67 b45 b67.
+    let h = _mm256_hadd_epi32(a, b);
+    let s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+    // s: a0..3+a4..7 split as two, b as two; one more pairwise add.
+    let s = _mm_hadd_epi32(s, s);
+    (_mm_cvtsi128_si32(s), _mm_extract_epi32::<1>(s))
+}
+
 /// The sums of the eight `i32` lanes of each of four vectors, exactly
 /// (wrapping; callers stay far from overflow), as one vector.
 #[inline]

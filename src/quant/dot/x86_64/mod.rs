@@ -357,33 +357,35 @@ macro_rules! k_prep_256 {
 /// K-quants the weight side (nibble unpacking, 6-bit scale decoding) is
 /// much of the work of a block.
 ///
-/// The f32 part is written once here, and the lanes are the same in every
-/// instruction set, so every expansion returns the same bits: per block,
-/// one FMA adds `(d * d_x) * f32(lanes)` to eight running sums, and for
-/// Q4_K and Q5_K `(dmin * d_x) * (mins . bsums)` is subtracted from a
-/// scalar sum; one fixed horizontal sum ends the row. (Summing the mins'
-/// term in a vector instead saves a few instructions per block, and so
-/// does taking Q6_K's offset of 32 off through the activation's sums, but
-/// those orders met llama.cpp's less often: a tiny Q5_K_M model's logits
-/// then differed from llama.cpp's by an 8-bit activation rounding at most
-/// positions instead of none.)
+/// The f32 part is written once here, and the integers are the same in
+/// every instruction set, so every expansion returns the same bits: per
+/// block, the lanes are summed exactly to one `i32` (the block's whole
+/// scaled integer dot product, at most `2^27` in magnitude), one scalar FMA
+/// adds `(d * d_x) * f32(sum)` to the row's running sum, and for Q4_K and
+/// Q5_K `(dmin * d_x) * f32(mins . bsums)` is subtracted from a second
+/// scalar sum; the row's value is the first sum plus the second. One
+/// scalar per block and row (rather than eight lanes) is what lets a
+/// prefill kernel keep one activation row per lane (`avx512vnni`'s
+/// interleaved GEMM) and still return these bits. (The mins' term is kept
+/// apart and subtracted unfused, in block order: orders that fold it into
+/// the main sum met llama.cpp's results less often on a tiny Q5_K_M model,
+/// an 8-bit activation rounding flipping at most positions.)
 macro_rules! k_kernels {
     ($features:literal) => {
-        /// Adds one Q8_K block's term to a Q4_K/Q5_K row's accumulators:
-        /// one FMA adds `(d * d_x) * lanes` to `acc`; the mins fold into
-        /// `vpmaddwd` of the activation's 16 sums with the mins, summed
-        /// exactly in integers, and `(dmin * d_x) * sum` is subtracted from
-        /// `acc_min`.
+        /// Adds one Q8_K block's term to a Q4_K/Q5_K row's sums: the
+        /// block's lanes and the mins' products (`vpmaddwd` of the
+        /// activation's 16 sums with the mins) are summed exactly, one FMA
+        /// adds `(d * d_x) * sum` to `acc`, and `(dmin * d_x) * mins_sum`
+        /// is subtracted from `acc_min`.
         #[inline]
         #[target_feature(enable = $features)]
-        fn k4_step(p: &K4Prep, xb: &BlockQ8K, acc: &mut __m256, acc_min: &mut f32) {
+        fn k4_step(p: &K4Prep, xb: &BlockQ8K, acc: &mut f32, acc_min: &mut f32) {
             let bsums: __m256i = bytemuck::cast(xb.bsums);
             let prod_min = _mm256_madd_epi16(bsums, p.mins);
             let lanes = k4_lanes(p, xb);
-            let d = p.d * xb.d;
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), *acc);
-            let dmin = p.dmin * xb.d;
-            *acc_min -= dmin * super::avx2::hsum_epi32(prod_min) as f32;
+            let (isum, msum) = super::avx2::hsum2_epi32(lanes, prod_min);
+            *acc = (p.d * xb.d).mul_add(isum as f32, *acc);
+            *acc_min -= (p.dmin * xb.d) * msum as f32;
         }
 
         /// Q4_K x Q8_K dot product (see `quant::dot_q4_k_q8_k` for the
@@ -394,12 +396,11 @@ macro_rules! k_kernels {
         #[inline]
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q4_k(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
-            let mut acc = _mm256_setzero_ps();
-            let mut acc_min = 0.0f32;
+            let (mut acc, mut acc_min) = (0.0f32, 0.0f32);
             for (wb, xb) in w.iter().zip(x) {
                 k4_step(&q4_k_prep(wb), xb, &mut acc, &mut acc_min);
             }
-            super::avx2::hsum(acc) + acc_min
+            acc + acc_min
         }
 
         /// `[dot_q4_k(w, x[0]), .., dot_q4_k(w, x[3])]`, bit for bit (NaN
@@ -418,12 +419,11 @@ macro_rules! k_kernels {
         #[inline]
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q5_k(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
-            let mut acc = _mm256_setzero_ps();
-            let mut acc_min = 0.0f32;
+            let (mut acc, mut acc_min) = (0.0f32, 0.0f32);
             for (wb, xb) in w.iter().zip(x) {
                 k4_step(&q5_k_prep(wb), xb, &mut acc, &mut acc_min);
             }
-            super::avx2::hsum(acc) + acc_min
+            acc + acc_min
         }
 
         /// `[dot_q5_k(w, x[0]), .., dot_q5_k(w, x[3])]`, bit for bit (NaN
@@ -454,11 +454,10 @@ macro_rules! k_kernels {
         }
 
         /// The `N`-row loop of the Q4_K and Q5_K kernels (`N` a multiple
-        /// of 4). Each row's products are `k4_step`'s; the mins' term of
-        /// four rows at a time is summed together (four exact integer sums
-        /// reduced at once, then the same multiply and subtract per lane as
-        /// `k4_step`'s scalar ones), so each result is the single-row
-        /// dot's, bit for bit.
+        /// of 4): `k4_step` of four rows at a time, the eight exact sums
+        /// (four rows' lanes, four rows' mins) reduced together and the
+        /// same multiplies, FMA and subtraction run lane by lane, so each
+        /// result is the single-row dot's, bit for bit.
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_xn<B, const N: usize>(
@@ -469,46 +468,44 @@ macro_rules! k_kernels {
             for xi in x {
                 assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
             }
-            let mut acc = [_mm256_setzero_ps(); N];
-            // The mins' sums of rows `4g..4g + 4` in `acc_min[g]` (only the
-            // first `N / 4` are used).
+            // The sums of rows `4g..4g + 4` in `acc[g]` and `acc_min[g]`
+            // (only the first `N / 4` are used).
+            let mut acc = [_mm_setzero_ps(); N];
             let mut acc_min = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
                 for g in (0..N).step_by(4) {
                     let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
+                    let mut lanes = [_mm256_setzero_si256(); 4];
                     let mut prod = [_mm256_setzero_si256(); 4];
                     for i in 0..4 {
-                        let lanes = k4_lanes(&p, xb[i]);
-                        let d = p.d * xb[i].d;
-                        acc[g + i] = _mm256_fmadd_ps(
-                            _mm256_set1_ps(d),
-                            _mm256_cvtepi32_ps(lanes),
-                            acc[g + i],
-                        );
+                        lanes[i] = k4_lanes(&p, xb[i]);
                         prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
                     }
-                    let sums = super::avx2::hsum4_epi32(prod);
+                    let isums = super::avx2::hsum4_epi32(lanes);
+                    let msums = super::avx2::hsum4_epi32(prod);
                     let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+                    let d = _mm_mul_ps(_mm_set1_ps(p.d), dx);
+                    acc[g / 4] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(isums), acc[g / 4]);
                     let dmin = _mm_mul_ps(_mm_set1_ps(p.dmin), dx);
                     acc_min[g / 4] =
-                        _mm_sub_ps(acc_min[g / 4], _mm_mul_ps(dmin, _mm_cvtepi32_ps(sums)));
+                        _mm_sub_ps(acc_min[g / 4], _mm_mul_ps(dmin, _mm_cvtepi32_ps(msums)));
                 }
             }
             core::array::from_fn(|i| {
-                let mins: [f32; 4] = bytemuck::cast(acc_min[i / 4]);
-                super::avx2::hsum(acc[i]) + mins[i % 4]
+                let a: [f32; 4] = bytemuck::cast(acc[i / 4]);
+                let m: [f32; 4] = bytemuck::cast(acc_min[i / 4]);
+                a[i % 4] + m[i % 4]
             })
         }
 
-        /// Adds one Q8_K block's term to a Q6_K row's accumulator: one FMA
-        /// of `(d * d_x) * lanes`.
+        /// Adds one Q8_K block's term to a Q6_K row's sum: the lanes summed
+        /// exactly, then one FMA of `(d * d_x) * sum`.
         #[inline]
         #[target_feature(enable = $features)]
-        fn q6_step(p: &Q6Prep, xb: &BlockQ8K, acc: &mut __m256) {
-            let lanes = q6_lanes(p, xb);
-            let d = p.d * xb.d;
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), *acc);
+        fn q6_step(p: &Q6Prep, xb: &BlockQ8K, acc: &mut f32) {
+            let isum = super::avx2::hsum_epi32(q6_lanes(p, xb));
+            *acc = (p.d * xb.d).mul_add(isum as f32, *acc);
         }
 
         /// Q6_K x Q8_K dot product (see `quant::dot_q6_k_q8_k` for the
@@ -517,11 +514,11 @@ macro_rules! k_kernels {
         #[inline]
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q6_k(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
-            let mut acc = _mm256_setzero_ps();
+            let mut acc = 0.0f32;
             for (wb, xb) in w.iter().zip(x) {
                 q6_step(&q6_k_prep(wb), xb, &mut acc);
             }
-            super::avx2::hsum(acc)
+            acc
         }
 
         /// `[dot_q6_k(w, x[0]), .., dot_q6_k(w, x[3])]`, bit for bit (NaN
@@ -535,21 +532,34 @@ macro_rules! k_kernels {
             q6_xn(w, x)
         }
 
-        /// The `N`-row loop of the Q6_K kernels.
+        /// The `N`-row loop of the Q6_K kernels (`N` a multiple of 4):
+        /// `q6_step` of four rows at a time, their sums reduced together
+        /// and the FMA run lane by lane.
         #[inline]
         #[target_feature(enable = $features)]
         fn q6_xn<const N: usize>(w: &[BlockQ6K], x: [&[BlockQ8K]; N]) -> [f32; N] {
             for xi in x {
                 assert_eq!(w.len(), xi.len(), "K-quant dot: block counts differ");
             }
-            let mut acc = [_mm256_setzero_ps(); N];
+            let mut acc = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = q6_k_prep(wb);
-                for i in 0..N {
-                    q6_step(&p, &x[i][b], &mut acc[i]);
+                for g in (0..N).step_by(4) {
+                    let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
+                    let mut lanes = [_mm256_setzero_si256(); 4];
+                    for i in 0..4 {
+                        lanes[i] = q6_lanes(&p, xb[i]);
+                    }
+                    let isums = super::avx2::hsum4_epi32(lanes);
+                    let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+                    let d = _mm_mul_ps(_mm_set1_ps(p.d), dx);
+                    acc[g / 4] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(isums), acc[g / 4]);
                 }
             }
-            core::array::from_fn(|i| super::avx2::hsum(acc[i]))
+            core::array::from_fn(|i| {
+                let a: [f32; 4] = bytemuck::cast(acc[i / 4]);
+                a[i % 4]
+            })
         }
     };
 }
