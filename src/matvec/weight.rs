@@ -20,6 +20,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow};
+use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, QuantizedBatch, QuantizedVector,
 };
@@ -252,9 +253,12 @@ pub(crate) fn matmul_rows_any(
 ) {
     let len = segs.first().map_or(0, |s| s.len());
     let m = segs.len();
+    // K-quants with a kernel that interleaves the batch: eight batch rows
+    // per register; the rest below.
+    let grouped = k_gemm_rows(k, w, xs, r0, segs);
     for j0 in (0..len).step_by(TILE_ROWS) {
         let tile = j0..len.min(j0 + TILE_ROWS);
-        let mut i = 0;
+        let mut i = grouped;
         // K-quants: eight batch rows per unpacked weight block.
         while i + 8 <= m && k_row(w, r0 + j0).is_some() {
             for j in tile.clone() {
@@ -327,6 +331,83 @@ pub(crate) fn matmul_rows_any(
         for (t, seg) in segs[i..].iter_mut().enumerate() {
             for j in tile.clone() {
                 seg[j] = dot_row(k, w, r0 + j, xs, i + t);
+            }
+        }
+    }
+}
+
+/// Computes weight rows `r0..r0 + len` of a K-quant `w` against the
+/// batch's interleaved groups of eight rows with the GEMM kernels, each
+/// value the decode product's bits (`quant::kgroup`); returns how many
+/// batch rows (the first ones) it did: none unless the kernel uses the
+/// groups and `w` is a K-quant matrix.
+fn k_gemm_rows(
+    k: Dispatch,
+    w: &Weight<'_>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+) -> usize {
+    let len = segs.first().map_or(0, |s| s.len());
+    if !k.matmul_uses_k_groups() || len == 0 || k_row(w, r0).is_none() {
+        return 0;
+    }
+    let groups: Vec<&[Q8KGroup]> = (0..segs.len() / GROUP_ROWS)
+        .map_while(|g| xs.k_group(g))
+        .collect();
+    match w {
+        Weight::Q4K(m) => gemm_rows(
+            &groups,
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q4_k)),
+            |w4, x| k.gemm_k4_4x8(w4, x),
+        ),
+        Weight::Q5K(m) => gemm_rows(
+            &groups,
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q5_k)),
+            |w4, x| k.gemm_k4_4x8(w4, x),
+        ),
+        Weight::Q6K(m) => gemm_rows(
+            &groups,
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(Q6Levels::new)),
+            |w4, x| k.gemm_q6_4x8(w4, x),
+        ),
+        _ => return 0,
+    }
+    groups.len() * GROUP_ROWS
+}
+
+/// `segs[8g + a][j] = gemm(row j, group g)[a]` for every weight row `j` of
+/// the segments and every group, four weight rows at a time, each unpacked
+/// once (`unpack(j, out)` appends row `j`'s levels); a last partial four
+/// repeats its last row.
+fn gemm_rows<L: Copy>(
+    groups: &[&[Q8KGroup]],
+    segs: &mut [&mut [f32]],
+    unpack: impl Fn(usize, &mut Vec<L>),
+    gemm: impl Fn([&[L]; 4], &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4],
+) {
+    let len = segs.first().map_or(0, |s| s.len());
+    let mut levels: [Vec<L>; 4] = Default::default();
+    for j in (0..len).step_by(4) {
+        for (r, l) in levels.iter_mut().enumerate() {
+            l.clear();
+            unpack((j + r).min(len - 1), l);
+        }
+        let w4 = [
+            &levels[0][..],
+            &levels[1][..],
+            &levels[2][..],
+            &levels[3][..],
+        ];
+        for (g, x) in groups.iter().enumerate() {
+            let y = gemm(w4, x);
+            for (r, yr) in y.iter().enumerate().take(len - j) {
+                for (a, &v) in yr.iter().enumerate() {
+                    segs[g * GROUP_ROWS + a][j + r] = v;
+                }
             }
         }
     }

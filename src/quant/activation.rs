@@ -24,6 +24,7 @@ use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
 use super::float::{round_bf16, round_f16};
 use super::kcommon::QK_K;
+use super::kgroup::{Q8KGroup, GROUP_ROWS};
 use super::q8_k::{quantize_block_q8_k, quantize_row_q8_k_into, BlockQ8K};
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
@@ -400,6 +401,9 @@ pub struct QuantizedBatch {
     pairs: Vec<PairBlock>,
     /// Whether `pairs` was built for the current contents.
     paired: bool,
+    /// With the AVX-512 VNNI kernel and the Q8_K form: each full group of
+    /// eight rows interleaved ([`Q8KGroup`], `cols / 256` per group).
+    k_groups: Vec<Q8KGroup>,
     rows: usize,
     cols: usize,
 }
@@ -464,6 +468,7 @@ impl QuantizedBatch {
         }
         let k = selected().1;
         self.k_blocks.clear();
+        self.k_groups.clear();
         if forms.q8_k {
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
             let (chunks, _) = x.as_chunks::<QK_K>();
@@ -472,6 +477,15 @@ impl QuantizedBatch {
                     *b = quantize_block_q8_k(c);
                 }
             });
+            if k.matmul_uses_k_groups() {
+                let nb = cols / QK_K;
+                for group in self.k_blocks.chunks_exact(GROUP_ROWS * nb) {
+                    let rows: [&[BlockQ8K]; GROUP_ROWS] =
+                        core::array::from_fn(|a| &group[a * nb..(a + 1) * nb]);
+                    self.k_groups
+                        .extend((0..nb).map(|b| Q8KGroup::new(rows, b)));
+                }
+            }
         }
         round_into(&mut self.h, x, forms.f16, round_f16);
         round_into(&mut self.bh, x, forms.bf16, round_bf16);
@@ -540,6 +554,15 @@ impl QuantizedBatch {
     pub(crate) fn k_row(&self, i: usize) -> &[BlockQ8K] {
         let nb = self.cols / QK_K;
         self.k_blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
+    }
+
+    /// Rows `8g..8g + 8` interleaved, if the batch was quantized to Q8_K
+    /// for a kernel that uses the groups and has those rows.
+    pub(crate) fn k_group(&self, g: usize) -> Option<&[Q8KGroup]> {
+        let nb = self.cols / QK_K;
+        self.k_groups
+            .get(g * nb..(g + 1) * nb)
+            .filter(|s| !s.is_empty())
     }
 
     /// Row `i`'s F16 form, empty unless asked for.

@@ -88,6 +88,7 @@ pub(crate) mod block;
 pub mod dot;
 pub(crate) mod float;
 pub(crate) mod kcommon;
+pub(crate) mod kgroup;
 pub(crate) mod q4_0;
 pub(crate) mod q4_k;
 pub(crate) mod q5_k;

@@ -30,6 +30,7 @@ mod x86 {
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
+    use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
@@ -288,6 +289,28 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
             unsafe { avx512vnni::dot_q4_0_2x4_pairs(w, pairs, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_k4_4x8(
+            self,
+            w: [&[K4Levels]; 4],
+            x: &[Q8KGroup],
+        ) -> [[f32; GROUP_ROWS]; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            unsafe { avx512vnni::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_q6_4x8(
+            self,
+            w: [&[Q6Levels]; 4],
+            x: &[Q8KGroup],
+        ) -> [[f32; GROUP_ROWS]; 4] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            unsafe { avx512vnni::gemm_q6_4x8(w, x) }
         }
 
         #[inline]

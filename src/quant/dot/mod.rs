@@ -74,6 +74,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
+use super::kgroup::{self, K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
@@ -603,6 +604,35 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q4_0_2x4_pairs(w, pairs, x),
             _ => w.map(|wr| self.dot_q4_0_x4(wr, x)),
+        }
+    }
+
+    /// Whether [`gemm_k4_4x8`](Self::gemm_k4_4x8) and
+    /// [`gemm_q6_4x8`](Self::gemm_q6_4x8) run a vector kernel (so a batch
+    /// should build its interleaved groups and a prefill should use them).
+    #[inline]
+    pub(crate) fn matmul_uses_k_groups(self) -> bool {
+        self.matmul_uses_pairs()
+    }
+
+    /// `gemm_k4_reference(w, x)`: four Q4_K/Q5_K weight rows against eight
+    /// interleaved activation rows, each result the single-row dot's bits.
+    #[inline]
+    pub(crate) fn gemm_k4_4x8(self, w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_k4_4x8(w, x),
+            _ => kgroup::gemm_k4_reference(w, x),
+        }
+    }
+
+    /// `gemm_q6_reference(w, x)`, as [`gemm_k4_4x8`](Self::gemm_k4_4x8).
+    #[inline]
+    pub(crate) fn gemm_q6_4x8(self, w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_q6_4x8(w, x),
+            _ => kgroup::gemm_q6_reference(w, x),
         }
     }
 
@@ -1817,6 +1847,96 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q4K(&w4), bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q5K(&w5), bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q6K(&w6), bad)).is_err());
+                }
+            });
+        }
+    }
+
+    /// The K-quant GEMM over interleaved groups (every kernel: AVX-512
+    /// VNNI's vector form, the others' plain reference) gives
+    /// `kgroup`'s reference bits, and those are every x86 kernel's
+    /// single-row dot, for four weight rows of any bytes (every level,
+    /// scale and min code, Q6_K scales of any sign, scales of any sign and
+    /// size, infinite and NaN ones included) against eight activation rows
+    /// down to -128, 0 to 3 blocks; rows of another length panic.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn k_gemm_equals_the_reference_and_dot_k() {
+        use crate::quant::kgroup::{gemm_k4_reference, gemm_q6_reference};
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let scale = prop_oneof![
+            8 => -2.0f32..2.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(1e-7f32),
+        ];
+        let case = (0usize..=3).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 4 * nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, scale.clone()), 4 * 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!(
+                    "k_gemm_equals_the_reference_and_dot_k: {kernel:?} skipped, the CPU lacks it"
+                );
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, wraw, xraw, ds) in case.clone())| {
+                // Four weight rows (each with its own scales) against the
+                // same four activation rows; the eight grouped rows are
+                // those four, then again in reverse.
+                let ops: Vec<_> = (0..4)
+                    .map(|r| k_operands(nb, &wraw[r * nb * 210..], &xraw, &ds[r * 4 * nb..]))
+                    .collect();
+                let xs = &ops[0].3;
+                let rows: [&[BlockQ8K]; 8] =
+                    core::array::from_fn(|i| &xs[if i < 4 { i } else { 7 - i }][..]);
+                let groups: Vec<Q8KGroup> = (0..nb).map(|b| Q8KGroup::new(rows, b)).collect();
+                let l4: Vec<Vec<K4Levels>> =
+                    ops.iter().map(|o| o.0.iter().map(K4Levels::q4_k).collect()).collect();
+                let l5: Vec<Vec<K4Levels>> =
+                    ops.iter().map(|o| o.1.iter().map(K4Levels::q5_k).collect()).collect();
+                let l6: Vec<Vec<Q6Levels>> =
+                    ops.iter().map(|o| o.2.iter().map(Q6Levels::new).collect()).collect();
+                fn four(l: &[Vec<K4Levels>]) -> [&[K4Levels]; 4] {
+                    [&l[0], &l[1], &l[2], &l[3]]
+                }
+                let six = [&l6[0][..], &l6[1][..], &l6[2][..], &l6[3][..]];
+                let got = [k.gemm_k4_4x8(four(&l4), &groups), k.gemm_k4_4x8(four(&l5), &groups), k.gemm_q6_4x8(six, &groups)];
+                let want = [gemm_k4_reference(four(&l4), &groups), gemm_k4_reference(four(&l5), &groups), gemm_q6_reference(six, &groups)];
+                for t in 0..3 {
+                    for r in 0..4 {
+                        for a in 0..8 {
+                            prop_assert!(same(got[t][r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
+                        }
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if matches!(kernel, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni) {
+                    for (r, o) in ops.iter().enumerate() {
+                        for (a, x) in rows.iter().enumerate() {
+                            prop_assert!(same(want[0][r][a], k.dot_q4_k(&o.0, x)), "{:?} q4_k {} {}", kernel, r, a);
+                            prop_assert!(same(want[1][r][a], k.dot_q5_k(&o.1, x)), "{:?} q5_k {} {}", kernel, r, a);
+                            prop_assert!(same(want[2][r][a], k.dot_q6_k(&o.2, x)), "{:?} q6_k {} {}", kernel, r, a);
+                        }
+                    }
+                }
+                if nb > 0 {
+                    let mut bad = four(&l4);
+                    bad[2] = &l4[2][..nb - 1];
+                    prop_assert!(catch_unwind(|| k.gemm_k4_4x8(bad, &groups)).is_err());
+                    let mut bad6 = six;
+                    bad6[1] = &l6[1][..nb - 1];
+                    prop_assert!(catch_unwind(|| k.gemm_q6_4x8(bad6, &groups)).is_err());
                 }
             });
         }

@@ -21,6 +21,7 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
+use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
@@ -467,6 +468,145 @@ pub(crate) fn dot_q4_0_2x4_pairs(
             }
             *o = super::avx2::hsum(_mm256_add_ps(even, odd));
         }
+    }
+    out
+}
+
+/// The sums of a register's `i32` lane pairs `(2a, 2a + 1)`, as eight
+/// lanes (exact while they fit; the GEMM's stay below `2^28`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn pair_sums(v: __m512i) -> __m256i {
+    _mm512_cvtepi64_epi32(_mm512_add_epi32(v, _mm512_srli_epi64::<32>(v)))
+}
+
+/// `gemm_k4_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
+/// aside): four Q4_K or Q5_K weight rows, unpacked, against the eight
+/// activation rows of `x`.
+///
+/// Per step of eight columns, each weight row's eight levels are broadcast
+/// to the eight 64-bit slots and one `vpmaddubsw` multiplies them by the
+/// eight activation rows' values (pairs at most `2 * 31 * 128`); a
+/// sub-block's four steps add in `i16` (at most `4 * 7936`, no overflow)
+/// and one `vpmaddwd` by the sub-block's scale widens them into two `i32`
+/// lanes per activation row. Each block's lane pairs are summed into one
+/// exact integer per (weight row, activation row), the mins' term
+/// likewise from the activation's sums, and the f32 part is the reference's,
+/// lane by lane.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+// `s` indexes the activation steps and four weight rows alike.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut acc_min = [_mm256_setzero_ps(); 4];
+    for (b, g) in x.iter().enumerate() {
+        let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
+        let q8 = [
+            wb[0].q.as_chunks::<8>().0,
+            wb[1].q.as_chunks::<8>().0,
+            wb[2].q.as_chunks::<8>().0,
+            wb[3].q.as_chunks::<8>().0,
+        ];
+        let mut isum = [_mm512_setzero_si512(); 4];
+        for j in 0..8 {
+            let mut t = [_mm512_setzero_si512(); 4];
+            for s in 4 * j..4 * j + 4 {
+                let xv: __m512i = bytemuck::cast(g.qs[s]);
+                for r in 0..4 {
+                    let wq = _mm512_set1_epi64(i64::from_le_bytes(q8[r][s]));
+                    t[r] = _mm512_add_epi16(t[r], _mm512_maddubs_epi16(wq, xv));
+                }
+            }
+            for r in 0..4 {
+                let sc = _mm512_set1_epi32(wb[r].sc[j]);
+                isum[r] = _mm512_add_epi32(isum[r], _mm512_madd_epi16(t[r], sc));
+            }
+        }
+        let bs: [__m512i; 2] = [bytemuck::cast(g.bs32[0]), bytemuck::cast(g.bs32[1])];
+        let dx: __m256 = bytemuck::cast(g.d);
+        for r in 0..4 {
+            let mins: [i64; 2] = bytemuck::cast(wb[r].mins);
+            let m = _mm512_add_epi32(
+                _mm512_madd_epi16(bs[0], _mm512_set1_epi64(mins[0])),
+                _mm512_madd_epi16(bs[1], _mm512_set1_epi64(mins[1])),
+            );
+            let d = _mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx);
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(pair_sums(isum[r])), acc[r]);
+            let dmin = _mm256_mul_ps(_mm256_set1_ps(wb[r].dmin), dx);
+            let mins = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(pair_sums(m)));
+            acc_min[r] = _mm256_sub_ps(acc_min[r], mins);
+        }
+    }
+    let mut out = [[0.0; GROUP_ROWS]; 4];
+    for r in 0..4 {
+        out[r] = bytemuck::cast(_mm256_add_ps(acc[r], acc_min[r]));
+    }
+    out
+}
+
+/// `gemm_q6_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
+/// aside): [`gemm_k4_4x8`]'s shape for Q6_K. A 16-weight sub-block's two
+/// steps add in `i16` (levels `0..=63`: at most `2 * 2 * 63 * 128`), its
+/// signed scale widens them, and the levels' offset of 32 comes off as
+/// `32 * sum_j scale_j * sum_j(x)` from the activation's 16-value sums.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+// `s` indexes the activation steps and four weight rows alike.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (b, g) in x.iter().enumerate() {
+        let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
+        let q8 = [
+            wb[0].q.as_chunks::<8>().0,
+            wb[1].q.as_chunks::<8>().0,
+            wb[2].q.as_chunks::<8>().0,
+            wb[3].q.as_chunks::<8>().0,
+        ];
+        let mut isum = [_mm512_setzero_si512(); 4];
+        for j in 0..16 {
+            let mut t = [_mm512_setzero_si512(); 4];
+            for s in 2 * j..2 * j + 2 {
+                let xv: __m512i = bytemuck::cast(g.qs[s]);
+                for r in 0..4 {
+                    let wq = _mm512_set1_epi64(i64::from_le_bytes(q8[r][s]));
+                    t[r] = _mm512_add_epi16(t[r], _mm512_maddubs_epi16(wq, xv));
+                }
+            }
+            for r in 0..4 {
+                let sc = _mm512_set1_epi32(wb[r].sc[j]);
+                isum[r] = _mm512_add_epi32(isum[r], _mm512_madd_epi16(t[r], sc));
+            }
+        }
+        let bs: [__m512i; 4] = core::array::from_fn(|t| bytemuck::cast(g.bs16[t]));
+        let dx: __m256 = bytemuck::cast(g.d);
+        for r in 0..4 {
+            let sc: [i64; 4] = bytemuck::cast(wb[r].sc16);
+            let mut off = _mm512_setzero_si512();
+            for t in 0..4 {
+                off = _mm512_add_epi32(off, _mm512_madd_epi16(bs[t], _mm512_set1_epi64(sc[t])));
+            }
+            let total = _mm512_sub_epi32(isum[r], _mm512_slli_epi32::<5>(off));
+            let d = _mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx);
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(pair_sums(total)), acc[r]);
+        }
+    }
+    let mut out = [[0.0; GROUP_ROWS]; 4];
+    for r in 0..4 {
+        out[r] = bytemuck::cast(acc[r]);
     }
     out
 }
