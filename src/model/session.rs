@@ -574,11 +574,21 @@ impl<B: Backend> State<B> {
         norm_rows(&x[want.start * h..want.end * h], &w.output_norm, xn);
         lap.lap(Op::Norm);
         let lm_head = w.lm_head();
-        xs.quantize_forms_on(b, xn, h, lm_head.forms())?;
-        lap.lap(Op::Quantize);
         let at = logits.len();
         logits.resize(at + rows * c.vocab, 0.0);
-        b.matmul(&lm_head, xs, &mut logits[at..])?;
+        if rows == 1 {
+            // The usual case (the last token's logits): decode's product,
+            // split over the threads by output rows and prefetching, where
+            // a one-row prefill product would run on one thread. The same
+            // bits either way.
+            b.quantize(xn, lm_head.forms(), &mut self.xq)?;
+            lap.lap(Op::Quantize);
+            b.matvec(&[lm_head], &self.xq, &mut logits[at..])?;
+        } else {
+            xs.quantize_forms_on(b, xn, h, lm_head.forms())?;
+            lap.lap(Op::Quantize);
+            b.matmul(&lm_head, xs, &mut logits[at..])?;
+        }
         lap.lap(Op::LmHead);
         Ok(())
     }
