@@ -135,9 +135,12 @@ fn matmul_rows(
 ) {
     let len = segs.first().map_or(0, |s| s.len());
     let m = segs.len();
+    // With a kernel that interleaves the batch: eight batch rows per
+    // register (`quant::kgroup`); the rest below.
+    let grouped = super::weight::gemm_group_rows(k, &Weight::Q8_0(*w), xs, r0, segs);
     for j0 in (0..len).step_by(MATMUL_TASK_ROWS) {
         let tile = j0..len.min(j0 + MATMUL_TASK_ROWS);
-        let mut i = 0;
+        let mut i = grouped;
         while i + 4 <= m {
             let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
             let pairs = [0, 1, 2, 3].map(|t| xs.pair_row(i + t));

@@ -20,7 +20,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow};
-use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
+use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, QuantizedBatch, QuantizedVector,
 };
@@ -253,9 +253,9 @@ pub(crate) fn matmul_rows_any(
 ) {
     let len = segs.first().map_or(0, |s| s.len());
     let m = segs.len();
-    // K-quants with a kernel that interleaves the batch: eight batch rows
-    // per register; the rest below.
-    let grouped = k_gemm_rows(k, w, xs, r0, segs);
+    // With a kernel that interleaves the batch: eight batch rows per
+    // register; the rest below.
+    let grouped = gemm_group_rows(k, w, xs, r0, segs);
     for j0 in (0..len).step_by(TILE_ROWS) {
         let tile = j0..len.min(j0 + TILE_ROWS);
         let mut i = grouped;
@@ -336,12 +336,12 @@ pub(crate) fn matmul_rows_any(
     }
 }
 
-/// Computes weight rows `r0..r0 + len` of a K-quant `w` against the
-/// batch's interleaved groups of eight rows with the GEMM kernels, each
-/// value the decode product's bits (`quant::kgroup`); returns how many
-/// batch rows (the first ones) it did: none unless the kernel uses the
-/// groups and `w` is a K-quant matrix.
-fn k_gemm_rows(
+/// Computes weight rows `r0..r0 + len` of `w` against the batch's
+/// interleaved groups of eight rows with the GEMM kernels, each value the
+/// decode product's bits (`quant::kgroup`); returns how many batch rows
+/// (the first ones) it did: none unless the kernel uses the groups and `w`
+/// is a K-quant, Q8_0 or Q4_0 matrix.
+pub(crate) fn gemm_group_rows(
     k: Dispatch,
     w: &Weight<'_>,
     xs: &QuantizedBatch,
@@ -349,61 +349,68 @@ fn k_gemm_rows(
     segs: &mut [&mut [f32]],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
-    if !k.matmul_uses_k_groups() || len == 0 || k_row(w, r0).is_none() {
+    if !k.matmul_uses_k_groups() || len == 0 {
         return 0;
     }
-    let groups: Vec<&[Q8KGroup]> = (0..segs.len() / GROUP_ROWS)
-        .map_while(|g| xs.k_group(g))
-        .collect();
-    match w {
+    let n = segs.len() / GROUP_ROWS;
+    let k_groups = || (0..n).map_while(|g| xs.k_group(g)).collect::<Vec<_>>();
+    let groups = || (0..n).map_while(|g| xs.group(g)).collect::<Vec<_>>();
+    let done = match w {
         Weight::Q4K(m) => gemm_rows(
-            &groups,
+            &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q4_k)),
             |w4, x| k.gemm_k4_4x8(w4, x),
         ),
         Weight::Q5K(m) => gemm_rows(
-            &groups,
+            &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q5_k)),
             |w4, x| k.gemm_k4_4x8(w4, x),
         ),
         Weight::Q6K(m) => gemm_rows(
-            &groups,
+            &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(Q6Levels::new)),
             |w4, x| k.gemm_q6_4x8(w4, x),
         ),
-        _ => return 0,
-    }
-    groups.len() * GROUP_ROWS
+        Weight::Q8_0(m) => gemm_rows(
+            &groups(),
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(B32Levels::q8_0)),
+            |w2, x| k.gemm_b32_2x8::<Q8_0_SHIFT>(w2, x),
+        ),
+        Weight::Q4_0(m) => gemm_rows(
+            &groups(),
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(B32Levels::q4_0)),
+            |w2, x| k.gemm_b32_2x8::<Q4_0_SHIFT>(w2, x),
+        ),
+        Weight::F16(_) | Weight::Bf16(_) => 0,
+    };
+    done * GROUP_ROWS
 }
 
-/// `segs[8g + a][j] = gemm(row j, group g)[a]` for every weight row `j` of
-/// the segments and every group, four weight rows at a time, each unpacked
-/// once (`unpack(j, out)` appends row `j`'s levels); a last partial four
-/// repeats its last row.
-fn gemm_rows<L: Copy>(
-    groups: &[&[Q8KGroup]],
+/// `segs[8g + a][j] = gemm(rows j.., group g)[..][a]` for every weight row
+/// `j` of the segments and every group, `R` weight rows at a time, each
+/// unpacked once (`unpack(j, out)` appends row `j`'s levels); a last
+/// partial `R` repeats its last row. Returns the number of groups.
+fn gemm_rows<L: Copy, G, const R: usize>(
+    groups: &[&[G]],
     segs: &mut [&mut [f32]],
     unpack: impl Fn(usize, &mut Vec<L>),
-    gemm: impl Fn([&[L]; 4], &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4],
-) {
+    gemm: impl Fn([&[L]; R], &[G]) -> [[f32; GROUP_ROWS]; R],
+) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
-    let mut levels: [Vec<L>; 4] = Default::default();
-    for j in (0..len).step_by(4) {
+    let mut levels: [Vec<L>; R] = core::array::from_fn(|_| Vec::new());
+    for j in (0..len).step_by(R) {
         for (r, l) in levels.iter_mut().enumerate() {
             l.clear();
             unpack((j + r).min(len - 1), l);
         }
-        let w4 = [
-            &levels[0][..],
-            &levels[1][..],
-            &levels[2][..],
-            &levels[3][..],
-        ];
+        let wr: [&[L]; R] = core::array::from_fn(|r| &levels[r][..]);
         for (g, x) in groups.iter().enumerate() {
-            let y = gemm(w4, x);
+            let y = gemm(wr, x);
             for (r, yr) in y.iter().enumerate().take(len - j) {
                 for (a, &v) in yr.iter().enumerate() {
                     segs[g * GROUP_ROWS + a][j + r] = v;
@@ -411,6 +418,7 @@ fn gemm_rows<L: Copy>(
             }
         }
     }
+    groups.len()
 }
 
 /// Row `r` of `w` as a [`KRow`], if `w` is a K-quant matrix.

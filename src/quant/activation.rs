@@ -24,7 +24,7 @@ use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
 use super::float::{round_bf16, round_f16};
 use super::kcommon::QK_K;
-use super::kgroup::{Q8KGroup, GROUP_ROWS};
+use super::kgroup::{Q8Group, Q8KGroup, GROUP_ROWS};
 use super::q8_k::{quantize_block_q8_k, quantize_row_q8_k_into, BlockQ8K};
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
@@ -401,6 +401,9 @@ pub struct QuantizedBatch {
     pairs: Vec<PairBlock>,
     /// Whether `pairs` was built for the current contents.
     paired: bool,
+    /// With the AVX-512 VNNI kernel and the Q8_0 form: each full group of
+    /// eight rows interleaved ([`Q8Group`], `cols / 32` per group).
+    groups: Vec<Q8Group>,
     /// With the AVX-512 VNNI kernel and the Q8_K form: each full group of
     /// eight rows interleaved ([`Q8KGroup`], `cols / 256` per group).
     k_groups: Vec<Q8KGroup>,
@@ -492,6 +495,7 @@ impl QuantizedBatch {
         self.rows = x.len() / cols;
         self.cols = cols;
         self.pairs.clear();
+        self.groups.clear();
         if !forms.q8_0 {
             self.blocks.clear();
             self.paired = false;
@@ -504,6 +508,14 @@ impl QuantizedBatch {
             k.quantize_act(&chunks[range], part)
         });
         self.paired = k.matmul_uses_pairs();
+        if k.matmul_uses_k_groups() {
+            let nb = cols / QK8_0;
+            for group in self.blocks.chunks_exact(GROUP_ROWS * nb) {
+                let rows: [&[ActBlock]; GROUP_ROWS] =
+                    core::array::from_fn(|a| &group[a * nb..(a + 1) * nb]);
+                self.groups.extend((0..nb).map(|b| Q8Group::new(rows, b)));
+            }
+        }
         if self.paired {
             let nb = cols / QK8_0;
             for row in self.blocks.chunks_exact(nb) {
@@ -554,6 +566,15 @@ impl QuantizedBatch {
     pub(crate) fn k_row(&self, i: usize) -> &[BlockQ8K] {
         let nb = self.cols / QK_K;
         self.k_blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
+    }
+
+    /// Rows `8g..8g + 8` interleaved, if the batch was quantized to Q8_0
+    /// for a kernel that uses the groups and has those rows.
+    pub(crate) fn group(&self, g: usize) -> Option<&[Q8Group]> {
+        let nb = self.cols / QK8_0;
+        self.groups
+            .get(g * nb..(g + 1) * nb)
+            .filter(|s| !s.is_empty())
     }
 
     /// Rows `8g..8g + 8` interleaved, if the batch was quantized to Q8_K

@@ -15,7 +15,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
+use super::activation::ActBlock;
+use super::{BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
 
 /// Activation rows per [`Q8KGroup`].
 pub(crate) const GROUP_ROWS: usize = 8;
@@ -214,6 +215,122 @@ pub(crate) fn gemm_q6_reference(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; G
                 acc = (wb.d * g.d[a]).mul_add(isum as f32, acc);
             }
             acc
+        })
+    })
+}
+
+/// One 32-column block of eight Q8_0 activation rows, interleaved for the
+/// Q8_0 and Q4_0 GEMM: step `s` covers columns `8s..8s + 8`, and its
+/// 64-bit slot `a` (its `i32` lanes `2a`, `2a + 1`) belongs to row `a`.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Q8Group {
+    /// `qs[s][8a..8a + 8]` = row `a`'s values `8s..8s + 8`.
+    pub(crate) qs: [[i8; 64]; 4],
+    /// `neg_bias[s][2a + h]` = row `a`'s `neg_bias[2s + h]` (`-128` times
+    /// the sum of its values `8s + 4h..8s + 4h + 4`).
+    pub(crate) neg_bias: [[i32; 16]; 4],
+    /// `d[2a + h]` = row `a`'s scale.
+    pub(crate) d: [f32; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<Q8Group>() == 576);
+
+impl Q8Group {
+    /// Block `b` of eight rows.
+    ///
+    /// # Panics
+    ///
+    /// If any row has no block `b`.
+    pub(crate) fn new(rows: [&[ActBlock]; GROUP_ROWS], b: usize) -> Self {
+        let mut g = Self::zeroed();
+        for (a, row) in rows.iter().enumerate() {
+            let x = &row[b];
+            let (chunks, _) = x.qs.as_chunks::<8>();
+            for (s, c) in chunks.iter().enumerate() {
+                g.qs[s][8 * a..8 * a + 8].copy_from_slice(c);
+                g.neg_bias[s][2 * a] = x.neg_bias[2 * s];
+                g.neg_bias[s][2 * a + 1] = x.neg_bias[2 * s + 1];
+            }
+            g.d[2 * a] = x.d;
+            g.d[2 * a + 1] = x.d;
+        }
+        g
+    }
+}
+
+/// A Q8_0 or Q4_0 weight block unpacked for the GEMM: its 32 weights as
+/// unsigned bytes (Q8_0's with the top bit flipped, `w + 128`; Q4_0's
+/// levels `0..=15`) and its scale.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct B32Levels {
+    pub(crate) q: [u8; 32],
+    pub(crate) d: f32,
+}
+
+impl B32Levels {
+    pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
+        Self {
+            q: b.qs.map(|v| (v as u8) ^ 0x80),
+            d: b.scale_f32(),
+        }
+    }
+
+    pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
+        let mut q = [0u8; 32];
+        for (j, &v) in b.qs.iter().enumerate() {
+            q[j] = v & 0x0f;
+            q[j + 16] = v >> 4;
+        }
+        Self {
+            q,
+            d: b.scale_f32(),
+        }
+    }
+}
+
+/// The offset a [`B32Levels`] kind's unsigned bytes carry, as the shift of
+/// the activation's `neg_bias` (`-128 * sum`) that removes it: 0 for
+/// Q8_0's flipped bytes (offset 128), 4 for Q4_0's levels (offset 8).
+pub(crate) const Q8_0_SHIFT: u32 = 0;
+/// See [`Q8_0_SHIFT`].
+pub(crate) const Q4_0_SHIFT: u32 = 4;
+
+/// What the Q8_0/Q4_0 GEMM returns (`SHIFT` one of [`Q8_0_SHIFT`] and
+/// [`Q4_0_SHIFT`]): `out[r][a]` is the single-row x86 dot (`dot_q8` or
+/// `dot_q4_0`) of weight row `w[r]` with activation row `a` of `x`, bit
+/// for bit: eight exact `i32` lanes per block (lane `m` the products of
+/// columns `4m..4m + 4`, offset removed), `(d_w * d_x) * f32(lane)` fused
+/// into one of two 8-lane sums by the block's parity (an odd last block
+/// into the even one), the two sums added lane by lane and then summed as
+/// `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+pub(crate) fn gemm_b32_reference<const SHIFT: u32>(
+    w: [&[B32Levels]; 2],
+    x: &[Q8Group],
+) -> [[f32; GROUP_ROWS]; 2] {
+    core::array::from_fn(|r| {
+        assert_eq!(w[r].len(), x.len(), "GEMM: block counts differ");
+        core::array::from_fn(|a| {
+            let mut acc = [[0.0f32; 8]; 2];
+            for (b, (wb, g)) in w[r].iter().zip(x).enumerate() {
+                let d = wb.d * g.d[2 * a];
+                for (m, l) in acc[b % 2].iter_mut().enumerate() {
+                    let (s, h) = (m / 2, m % 2);
+                    let mut lane = g.neg_bias[s][2 * a + h] >> SHIFT;
+                    for i in 0..4 {
+                        let k = 4 * m + i;
+                        lane += i32::from(wb.q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]);
+                    }
+                    *l = d.mul_add(lane as f32, *l);
+                }
+            }
+            let v: [f32; 8] = core::array::from_fn(|m| acc[0][m] + acc[1][m]);
+            ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
         })
     })
 }

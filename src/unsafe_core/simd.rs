@@ -30,7 +30,7 @@ mod x86 {
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
-    use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
+    use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
@@ -300,6 +300,17 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
+            self,
+            w: [&[B32Levels]; 2],
+            x: &[Q8Group],
+        ) -> [[f32; GROUP_ROWS]; 2] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            unsafe { avx512vnni::gemm_b32_2x8::<SHIFT>(w, x) }
         }
 
         #[inline]

@@ -74,7 +74,7 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
-use super::kgroup::{self, K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
+use super::kgroup::{self, B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
@@ -623,6 +623,22 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_k4_4x8(w, x),
             _ => kgroup::gemm_k4_reference(w, x),
+        }
+    }
+
+    /// `gemm_b32_reference::<SHIFT>(w, x)`: two Q8_0 (`SHIFT` 0) or Q4_0
+    /// (`SHIFT` 4) weight rows against eight interleaved activation rows,
+    /// each result the x86 single-row dot's bits.
+    #[inline]
+    pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
+        self,
+        w: [&[B32Levels]; 2],
+        x: &[Q8Group],
+    ) -> [[f32; GROUP_ROWS]; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_b32_2x8::<SHIFT>(w, x),
+            _ => kgroup::gemm_b32_reference::<SHIFT>(w, x),
         }
     }
 
@@ -1942,6 +1958,89 @@ mod tests {
         }
     }
 
+    /// The Q8_0 and Q4_0 GEMM over interleaved groups (every kernel:
+    /// AVX-512 VNNI's vector form, the others' plain reference) gives
+    /// `kgroup`'s reference bits, and those are every x86 kernel's
+    /// single-row `dot_q8`/`dot_q4_0`, for two weight rows of any bytes
+    /// (scales of any sign and size, infinite and NaN ones included)
+    /// against eight activation rows (values -127 to 127, as quantized),
+    /// 0 to 5 blocks (odd counts take the even accumulator's last block);
+    /// rows of another length panic.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn b32_gemm_equals_the_reference_and_the_dots() {
+        use crate::quant::kgroup::{gemm_b32_reference, Q4_0_SHIFT, Q8_0_SHIFT};
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let scale = prop_oneof![
+            8 => -4.0f32..4.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(6e-8f32),
+        ];
+        let case = (0usize..=5).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<i8>(), 2 * nb * 32),
+                prop::collection::vec(any::<u8>(), 2 * nb * 16),
+                prop::collection::vec(scale.clone(), 2 * nb),
+                prop::collection::vec(-1.0f32..1.0, 8 * nb * 32),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("b32_gemm_equals_the_reference_and_the_dots: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, q8, q4, ds, xf) in case.clone())| {
+                let w8: Vec<Vec<BlockQ8_0>> = (0..2).map(|r| (0..nb).map(|b| {
+                    let o = (r * nb + b) * 32;
+                    BlockQ8_0::new(f16::from_f32(ds[r * nb + b]), q8[o..o + 32].try_into().unwrap())
+                }).collect()).collect();
+                let w4: Vec<Vec<BlockQ4_0>> = (0..2).map(|r| (0..nb).map(|b| {
+                    let o = (r * nb + b) * 16;
+                    BlockQ4_0 { d: f16::from_f32(ds[r * nb + b]).to_le_bytes(), qs: q4[o..o + 16].try_into().unwrap() }
+                }).collect()).collect();
+                // Eight activation rows, quantized as a batch does.
+                let xs: Vec<Vec<ActBlock>> = (0..8).map(|a| {
+                    let mut v = QuantizedVector::new();
+                    v.quantize_from(&xf[a * nb * 32..(a + 1) * nb * 32]).unwrap();
+                    v.act().to_vec()
+                }).collect();
+                let rows: [&[ActBlock]; 8] = core::array::from_fn(|a| &xs[a][..]);
+                let groups: Vec<Q8Group> = (0..nb).map(|b| Q8Group::new(rows, b)).collect();
+                let l8: Vec<Vec<B32Levels>> = w8.iter().map(|r| r.iter().map(B32Levels::q8_0).collect()).collect();
+                let l4: Vec<Vec<B32Levels>> = w4.iter().map(|r| r.iter().map(B32Levels::q4_0).collect()).collect();
+                let got = [k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], &l8[1]], &groups), k.gemm_b32_2x8::<Q4_0_SHIFT>([&l4[0], &l4[1]], &groups)];
+                let want = [gemm_b32_reference::<Q8_0_SHIFT>([&l8[0], &l8[1]], &groups), gemm_b32_reference::<Q4_0_SHIFT>([&l4[0], &l4[1]], &groups)];
+                for t in 0..2 {
+                    for r in 0..2 {
+                        for a in 0..8 {
+                            prop_assert!(same(got[t][r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
+                        }
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if matches!(kernel, Kernel::Avx2 | Kernel::AvxVnni | Kernel::Avx512Vnni) {
+                    for r in 0..2 {
+                        for (a, x) in rows.iter().enumerate() {
+                            prop_assert!(same(want[0][r][a], k.dot_q8(&w8[r], x)), "{:?} q8_0 {} {}", kernel, r, a);
+                            prop_assert!(same(want[1][r][a], k.dot_q4_0(&w4[r], x)), "{:?} q4_0 {} {}", kernel, r, a);
+                        }
+                    }
+                }
+                if nb > 0 {
+                    let short = &l8[1][..nb - 1];
+                    prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
+                }
+            });
+        }
+    }
+
     /// The VNNI K-quant kernels give the AVX2 kernels' bits, single-row
     /// and four-row, for 0 to 4 blocks of any bytes (every level, scale
     /// and min code, scales of any sign, activations down to -128).
@@ -2434,6 +2533,345 @@ mod tests {
                     at,
                 );
                 (wh[at], wb[at]) = (f16::ZERO, bf16::ZERO);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(target_arch = "x86_64")]
+mod q4_0_pair_edges {
+    use super::*;
+    use half::f16;
+    use std::panic::catch_unwind;
+
+    fn pair(a: &ActBlock, b: &ActBlock) -> PairBlock {
+        let mut p: PairBlock = bytemuck::Zeroable::zeroed();
+        p.qs[..QK8_0].copy_from_slice(&a.qs);
+        p.qs[QK8_0..].copy_from_slice(&b.qs);
+        p.neg_bias[..8].copy_from_slice(&a.neg_bias);
+        p.neg_bias[8..].copy_from_slice(&b.neg_bias);
+        p.d[..8].fill(a.d);
+        p.d[8..].fill(b.d);
+        p
+    }
+
+    fn rng(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    const SCALES: [u16; 10] = [
+        0x7c00, 0xfc00, 0x7e00, 0x7c01, 0x0001, 0x8001, 0x03ff, 0x7bff, 0x0000, 0x8000,
+    ];
+
+    /// Hostile operands: -128 activations, NaN/inf/subnormal f16 scales on
+    /// both sides, every nibble; 0..=9 blocks; bits equal to dot_q4_0.
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
+    )]
+    #[test]
+    fn q4_0_pairs_hostile_bits() {
+        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+            return;
+        };
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for iter in 0..4000 {
+            let nb = iter % 10;
+            let scale = |s: &mut u64| {
+                let r = rng(s);
+                if r.is_multiple_of(4) {
+                    SCALES[(r >> 8) as usize % SCALES.len()]
+                } else {
+                    (r >> 16) as u16
+                }
+            };
+            let w: [Vec<BlockQ4_0>; 2] = core::array::from_fn(|_| {
+                (0..nb)
+                    .map(|_| BlockQ4_0 {
+                        d: scale(&mut s).to_le_bytes(),
+                        qs: core::array::from_fn(|_| rng(&mut s) as u8),
+                    })
+                    .collect()
+            });
+            let rows: [Vec<ActBlock>; 4] = core::array::from_fn(|_| {
+                (0..nb)
+                    .map(|_| {
+                        let ext = rng(&mut s).is_multiple_of(3);
+                        let qs = core::array::from_fn(|_| {
+                            if ext {
+                                [-128i8, 127, -128, -127][rng(&mut s) as usize % 4]
+                            } else {
+                                rng(&mut s) as i8
+                            }
+                        });
+                        ActBlock::new(f16::from_bits(scale(&mut s)), qs)
+                    })
+                    .collect()
+            });
+            let pairs: [Vec<PairBlock>; 4] = core::array::from_fn(|i| {
+                rows[i]
+                    .as_chunks::<2>()
+                    .0
+                    .iter()
+                    .map(|[a, b]| pair(a, b))
+                    .collect()
+            });
+            let x = [0, 1, 2, 3].map(|i| &rows[i][..]);
+            let p = [0, 1, 2, 3].map(|i| &pairs[i][..]);
+            let got = k.dot_q4_0_2x4_pairs([&w[0], &w[1]], p, x);
+            for r in 0..2 {
+                for i in 0..4 {
+                    let want = k.dot_q4_0(&w[r], x[i]);
+                    assert!(
+                        same(got[r][i], want),
+                        "nb {nb} r {r} i {i}: {} vs {}",
+                        got[r][i],
+                        want
+                    );
+                    let avx2 = Kernel::Avx2.dispatch().unwrap().dot_q4_0(&w[r], x[i]);
+                    assert!(same(want, avx2), "vnni vs avx2 nb {nb}: {want} vs {avx2}");
+                }
+            }
+        }
+    }
+
+    /// Wrong lengths panic: weight rows differing, pairs too short/long,
+    /// an activation row short.
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
+    )]
+    #[test]
+    fn q4_0_pairs_wrong_lengths_panic() {
+        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+            return;
+        };
+        for nb in 0..=5usize {
+            let blk = BlockQ4_0 {
+                d: f16::from_f32(1.0).to_le_bytes(),
+                qs: [0x9a; 16],
+            };
+            let w = vec![blk; nb + 2];
+            let a = ActBlock::new(f16::from_f32(0.5), [3; QK8_0]);
+            let rows = vec![a; nb + 2];
+            let prs = vec![pair(&a, &a); nb / 2 + 2];
+            let x = [&rows[..nb]; 4];
+            let p = [&prs[..nb / 2]; 4];
+            let good = k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, x);
+            assert_eq!(good[0], k.dot_q4_0_x4(&w[..nb], x));
+            // weight rows differ
+            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb + 1]], p, x)).is_err());
+            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb + 1], &w[..nb]], p, x)).is_err());
+            // pairs of one row too long / too short
+            let long = [p[0], p[1], &prs[..nb / 2 + 1], p[3]];
+            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], long, x)).is_err());
+            if nb >= 2 {
+                let short = [p[0], &prs[..nb / 2 - 1], p[2], p[3]];
+                assert!(
+                    catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], short, x)).is_err()
+                );
+            }
+            // one activation row long / short
+            let xl = [x[0], x[1], x[2], &rows[..nb + 1]];
+            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, xl)).is_err());
+            if nb >= 1 {
+                let xs = [&rows[..nb - 1], x[1], x[2], x[3]];
+                assert!(
+                    catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, xs)).is_err()
+                );
+            }
+            // both weight rows one longer than x: must panic
+            assert!(
+                catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb + 1], &w[..nb + 1]], p, x)).is_err()
+            );
+            // Fallback dispatch (AVX2) with the same wrong lengths
+            let a2 = Kernel::Avx2.dispatch().unwrap();
+            assert!(
+                catch_unwind(|| a2.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb + 1]], p, x)).is_err()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod q4_0_hostile {
+    use super::*;
+    use half::f16;
+
+    fn rng(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    /// Every kernel's Q4_0 dot on finite hostile operands (subnormal and
+    /// extreme f16 scales on both sides, -128 activations, nibbles 0/15)
+    /// is within the error bound of the exact sum; x4 rows equal singles;
+    /// non-finite scales do not panic.
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
+    )]
+    #[test]
+    fn q4_0_hostile_within_bound() {
+        let finite: [u16; 8] = [
+            0x0001, 0x8001, 0x03ff, 0x7bff, 0xfbff, 0x0000, 0x3c00, 0x0400,
+        ];
+        let nonfinite: [u16; 3] = [0x7c00, 0xfc00, 0x7e01];
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            let mut s = 0x1234_5678_9abc_def1u64;
+            for iter in 0..3000 {
+                let nb = iter % 10;
+                let allow_nf = iter % 7 == 0;
+                let scale = |s: &mut u64| {
+                    let r = rng(s);
+                    if allow_nf && r.is_multiple_of(9) {
+                        nonfinite[(r >> 8) as usize % 3]
+                    } else if r.is_multiple_of(3) {
+                        finite[(r >> 8) as usize % finite.len()]
+                    } else {
+                        ((r >> 16) as u16) & 0x7bff | (((r >> 40) as u16) & 0x8000)
+                    }
+                };
+                let w: Vec<BlockQ4_0> = (0..nb)
+                    .map(|_| {
+                        let ext = rng(&mut s).is_multiple_of(3);
+                        BlockQ4_0 {
+                            d: scale(&mut s).to_le_bytes(),
+                            qs: core::array::from_fn(|_| {
+                                let r = rng(&mut s);
+                                if ext {
+                                    [0x00u8, 0xff, 0x0f, 0xf0][r as usize % 4]
+                                } else {
+                                    r as u8
+                                }
+                            }),
+                        }
+                    })
+                    .collect();
+                let rows: Vec<Vec<ActBlock>> = (0..4)
+                    .map(|_| {
+                        (0..nb)
+                            .map(|_| {
+                                let ext = rng(&mut s).is_multiple_of(3);
+                                let qs = core::array::from_fn(|_| {
+                                    let r = rng(&mut s);
+                                    if ext {
+                                        [-128i8, 127, -128, 0][r as usize % 4]
+                                    } else {
+                                        r as i8
+                                    }
+                                });
+                                ActBlock::new(f16::from_bits(scale(&mut s)), qs)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let x4 = [&rows[0][..], &rows[1], &rows[2], &rows[3]];
+                let got = k.dot_q4_0_x4(&w, x4);
+                for (i, x) in x4.iter().enumerate() {
+                    let single = k.dot_q4_0(&w, x);
+                    assert!(
+                        got[i].to_bits() == single.to_bits()
+                            || (got[i].is_nan() && single.is_nan()),
+                        "{kernel:?} x4 row {i}: {} vs {}",
+                        got[i],
+                        single
+                    );
+                    let all_finite = w.iter().all(|b| b.scale_f32().is_finite())
+                        && x.iter().all(|b| b.d.is_finite());
+                    if !all_finite {
+                        continue;
+                    }
+                    let mut exact = 0f64;
+                    let mut mag = 0f64;
+                    for (wb, xb) in w.iter().zip(x.iter()) {
+                        let d = f64::from(wb.scale_f32()) * f64::from(xb.d);
+                        let l = wb.levels();
+                        let dot: i64 = l
+                            .iter()
+                            .zip(&xb.qs)
+                            .map(|(&a, &b)| i64::from(a) * i64::from(b))
+                            .sum();
+                        let abs: i64 = l
+                            .iter()
+                            .zip(&xb.qs)
+                            .map(|(&a, &b)| (i64::from(a) * i64::from(b)).abs())
+                            .sum();
+                        exact += d * dot as f64;
+                        mag += d.abs() * abs as f64;
+                    }
+                    let bound = 2.0 * gamma(nb + 6) * mag;
+                    let diff = (f64::from(single) - exact).abs();
+                    assert!(
+                        diff <= bound,
+                        "{kernel:?} nb {nb}: {single} vs {exact}: {diff} > {bound}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod q4_0_as_q8 {
+    use super::*;
+    use half::f16;
+
+    /// Every SIMD kernel's Q4_0 dot is its own Q8_0 dot of the
+    /// block's levels, bit for bit (same lanes, same f32 part).
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
+    )]
+    #[test]
+    fn q4_0_is_q8_of_levels_bit_for_bit() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            if matches!(kernel, Kernel::Scalar) {
+                continue;
+            }
+            for iter in 0..2000 {
+                let nb = iter % 10;
+                let w: Vec<BlockQ4_0> = (0..nb)
+                    .map(|_| BlockQ4_0 {
+                        d: f16::from_f32(((rng() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
+                            .to_le_bytes(),
+                        qs: core::array::from_fn(|_| rng() as u8),
+                    })
+                    .collect();
+                let w8: Vec<BlockQ8_0> = w
+                    .iter()
+                    .map(|b| BlockQ8_0 {
+                        d: b.d,
+                        qs: b.levels(),
+                    })
+                    .collect();
+                let x: Vec<ActBlock> = (0..nb)
+                    .map(|_| {
+                        let v: [f32; QK8_0] = core::array::from_fn(|_| {
+                            (rng() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                        });
+                        ActBlock::quantize(&v)
+                    })
+                    .collect();
+                let a = k.dot_q4_0(&w, &x);
+                let b = k.dot_q8(&w8, &x);
+                assert_eq!(a.to_bits(), b.to_bits(), "{kernel:?} nb {nb}: {a} vs {b}");
             }
         }
     }

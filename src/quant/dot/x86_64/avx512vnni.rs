@@ -21,7 +21,7 @@ use core::arch::x86_64::*;
 
 use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
-use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
+use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
@@ -609,4 +609,73 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
         out[r] = bytemuck::cast(acc[r]);
     }
     out
+}
+
+/// `gemm_b32_reference::<SHIFT>(w, x)` (`quant::kgroup`), bit for bit (NaN
+/// payloads aside): two Q8_0 or Q4_0 weight rows, unpacked to unsigned
+/// bytes, against the eight activation rows of `x`.
+///
+/// Step `s` of a block (columns `8s..8s + 8`) is one 512-bit `vpdpbusd`
+/// per weight row: the row's eight bytes broadcast to every 64-bit slot,
+/// times the eight activation rows' values, onto the activation's offset
+/// (`neg_bias >> SHIFT`), so its `i32` lanes `2a`, `2a + 1` are row `a`'s
+/// lanes `2s`, `2s + 1` of the single-row kernel, exactly. Each lane's
+/// `(d_w * d_x)` FMA goes into the register of its step and the block's
+/// parity, which is the single-row kernel's accumulator lane for lane;
+/// the final sums take each row's eight lanes in the single-row order.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
+    w: [&[B32Levels]; 2],
+    x: &[Q8Group],
+) -> [[f32; GROUP_ROWS]; 2] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "GEMM: block counts differ");
+    }
+    // acc[parity][r][s]
+    let mut acc = [[[_mm512_setzero_ps(); 4]; 2]; 2];
+    let (pairs, rest) = x.as_chunks::<2>();
+    for (k, gs) in pairs.iter().enumerate() {
+        for (p, g) in gs.iter().enumerate() {
+            b32_block::<SHIFT>(&mut acc[p], [&w[0][2 * k + p], &w[1][2 * k + p]], g);
+        }
+    }
+    if let [g] = rest {
+        let b = x.len() - 1;
+        b32_block::<SHIFT>(&mut acc[0], [&w[0][b], &w[1][b]], g);
+    }
+    let mut out = [[0.0; GROUP_ROWS]; 2];
+    for r in 0..2 {
+        // v[s][2a + h] = lane 2s + h of activation row a.
+        let mut v = [[0.0f32; 16]; 4];
+        for s in 0..4 {
+            v[s] = bytemuck::cast(_mm512_add_ps(acc[0][r][s], acc[1][r][s]));
+        }
+        for a in 0..GROUP_ROWS {
+            let l = |m: usize| v[m / 2][2 * a + m % 2];
+            out[r][a] = ((l(0) + l(4)) + (l(2) + l(6))) + ((l(1) + l(5)) + (l(3) + l(7)));
+        }
+    }
+    out
+}
+
+/// One block of [`gemm_b32_2x8`] for two weight rows into `acc[r][s]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn b32_block<const SHIFT: u32>(acc: &mut [[__m512; 4]; 2], w: [&B32Levels; 2], g: &Q8Group) {
+    let dx: __m512 = bytemuck::cast(g.d);
+    let shift = _mm_cvtsi32_si128(SHIFT as i32);
+    for r in 0..2 {
+        let d = _mm512_mul_ps(_mm512_set1_ps(w[r].d), dx);
+        let (q8, _) = w[r].q.as_chunks::<8>();
+        for s in 0..4 {
+            let bias = _mm512_sra_epi32(bytemuck::cast(g.neg_bias[s]), shift);
+            let wq = _mm512_set1_epi64(i64::from_le_bytes(q8[s]));
+            let lanes = _mm512_dpbusd_epi32(bias, wq, bytemuck::cast(g.qs[s]));
+            acc[r][s] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][s]);
+        }
+    }
 }
