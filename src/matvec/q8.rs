@@ -241,19 +241,20 @@ pub fn matmul_q8_0_rayon(
         return Ok(());
     }
     let (_, k) = selected();
-    // tasks[t][i] is output row i's slice of weight rows t*16..t*16+16.
-    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(MATMUL_TASK_ROWS))
+    // tasks[t][i] is output row i's slice of weight rows t*64..t*64+64.
+    let task_rows = super::weight::TASK_ROWS;
+    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(task_rows))
         .map(|_| Vec::with_capacity(xs.rows()))
         .collect();
     for out_row in out.chunks_mut(rows) {
-        for (task, seg) in tasks.iter_mut().zip(out_row.chunks_mut(MATMUL_TASK_ROWS)) {
+        for (task, seg) in tasks.iter_mut().zip(out_row.chunks_mut(task_rows)) {
             task.push(seg);
         }
     }
     tasks
         .into_par_iter()
         .enumerate()
-        .for_each(|(t, mut segs)| matmul_rows(k, w, xs, t * MATMUL_TASK_ROWS, &mut segs));
+        .for_each(|(t, mut segs)| matmul_rows(k, w, xs, t * task_rows, &mut segs));
     Ok(())
 }
 

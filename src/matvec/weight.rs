@@ -239,6 +239,12 @@ pub(crate) fn check_batch_any(
 /// memory once and kept in L1 while every batch row runs against it.
 const TILE_ROWS: usize = 16;
 
+/// Weight rows per rayon task of a prefill product: several tiles, so a
+/// task's fixed costs (its output slices, unpacking four weight rows at a
+/// time for the interleaved GEMM, rayon's own) are spread over more work;
+/// 64 rows still make 16 or more tasks for every matrix of Qwen3-0.6B.
+pub(crate) const TASK_ROWS: usize = 64;
+
 /// Computes weight rows `r0..r0 + len` of a non-Q8_0 `w` against every
 /// batch row, `segs[i][j] = dot(row r0 + j, batch row i)`, each exactly
 /// the decode product's value: four batch rows at a time share each
@@ -460,7 +466,7 @@ pub(crate) fn matmul_any_with(k: Dispatch, w: &Weight<'_>, xs: &QuantizedBatch, 
     }
 }
 
-/// [`matmul_any_with`] on rayon's current pool: tasks of [`TILE_ROWS`]
+/// [`matmul_any_with`] on rayon's current pool: tasks of [`TASK_ROWS`]
 /// weight rows, each for the whole batch (as `matmul_q8_0_rayon` does for
 /// Q8_0, which it calls), from `MATMUL_PAR_MIN_ROWS` batch rows; smaller
 /// batches run on the calling thread. Shapes checked by the caller.
@@ -475,18 +481,18 @@ pub(crate) fn matmul_any_rayon(k: Dispatch, w: &Weight<'_>, xs: &QuantizedBatch,
         let _ = super::q8::matmul_q8_0_rayon(m, xs, out);
         return;
     }
-    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(TILE_ROWS))
+    let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(TASK_ROWS))
         .map(|_| Vec::with_capacity(xs.rows()))
         .collect();
     for out_row in out.chunks_mut(rows) {
-        for (task, seg) in tasks.iter_mut().zip(out_row.chunks_mut(TILE_ROWS)) {
+        for (task, seg) in tasks.iter_mut().zip(out_row.chunks_mut(TASK_ROWS)) {
             task.push(seg);
         }
     }
     tasks
         .into_par_iter()
         .enumerate()
-        .for_each(|(t, mut segs)| matmul_rows_any(k, w, xs, t * TILE_ROWS, &mut segs));
+        .for_each(|(t, mut segs)| matmul_rows_any(k, w, xs, t * TASK_ROWS, &mut segs));
 }
 
 /// The crate's one pooled matvec, behind

@@ -482,12 +482,18 @@ impl QuantizedBatch {
             });
             if k.matmul_uses_k_groups() {
                 let nb = cols / QK_K;
-                for group in self.k_blocks.chunks_exact(GROUP_ROWS * nb) {
-                    let rows: [&[BlockQ8K]; GROUP_ROWS] =
-                        core::array::from_fn(|a| &group[a * nb..(a + 1) * nb]);
-                    self.k_groups
-                        .extend((0..nb).map(|b| Q8KGroup::new(rows, b)));
-                }
+                let k_blocks = &self.k_blocks;
+                let groups = k_blocks.len() / (GROUP_ROWS * nb) * nb;
+                self.k_groups.resize(groups, Q8KGroup::zeroed());
+                on.spread(&mut self.k_groups, |range, part| {
+                    for (i, g) in range.zip(part) {
+                        let first = i / nb * GROUP_ROWS * nb;
+                        let rows: [&[BlockQ8K]; GROUP_ROWS] = core::array::from_fn(|a| {
+                            &k_blocks[first + a * nb..first + (a + 1) * nb]
+                        });
+                        *g = Q8KGroup::new(rows, i % nb);
+                    }
+                });
             }
         }
         round_into(&mut self.h, x, forms.f16, round_f16);
@@ -510,11 +516,17 @@ impl QuantizedBatch {
         self.paired = k.matmul_uses_pairs();
         if k.matmul_uses_k_groups() {
             let nb = cols / QK8_0;
-            for group in self.blocks.chunks_exact(GROUP_ROWS * nb) {
-                let rows: [&[ActBlock]; GROUP_ROWS] =
-                    core::array::from_fn(|a| &group[a * nb..(a + 1) * nb]);
-                self.groups.extend((0..nb).map(|b| Q8Group::new(rows, b)));
-            }
+            let blocks = &self.blocks;
+            let groups = blocks.len() / (GROUP_ROWS * nb) * nb;
+            self.groups.resize(groups, Q8Group::zeroed());
+            on.spread(&mut self.groups, |range, part| {
+                for (i, g) in range.zip(part) {
+                    let first = i / nb * GROUP_ROWS * nb;
+                    let rows: [&[ActBlock]; GROUP_ROWS] =
+                        core::array::from_fn(|a| &blocks[first + a * nb..first + (a + 1) * nb]);
+                    *g = Q8Group::new(rows, i % nb);
+                }
+            });
         }
         if self.paired {
             let nb = cols / QK8_0;

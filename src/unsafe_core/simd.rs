@@ -286,8 +286,9 @@ mod x86 {
             pairs: [&[PairBlock]; 4],
             x: [&[ActBlock]; 4],
         ) -> [[f32; 4]; 2] {
-            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
-            // src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
             unsafe { avx512vnni::dot_q4_0_2x4_pairs(w, pairs, x) }
         }
 
@@ -297,8 +298,9 @@ mod x86 {
             w: [&[K4Levels]; 4],
             x: &[Q8KGroup],
         ) -> [[f32; GROUP_ROWS]; 4] {
-            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
-            // src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_k4_4x8(w, x) }
         }
 
@@ -308,8 +310,9 @@ mod x86 {
             w: [&[B32Levels]; 2],
             x: &[Q8Group],
         ) -> [[f32; GROUP_ROWS]; 2] {
-            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
-            // src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
             unsafe { avx512vnni::gemm_b32_2x8::<SHIFT>(w, x) }
         }
 
@@ -319,8 +322,9 @@ mod x86 {
             w: [&[Q6Levels]; 4],
             x: &[Q8KGroup],
         ) -> [[f32; GROUP_ROWS]; 4] {
-            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
-            // src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_q6_4x8(w, x) }
         }
 

@@ -141,7 +141,18 @@ fn q4_0_term(acc: float32x4_t, l: [int8x16_t; 2], dw: f32, x: &ActBlock) -> floa
 /// If `w.len() != x.len()`.
 #[target_feature(enable = "neon")]
 pub(crate) fn dot_q4_0(w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
-    dot_q4_0_x4(w, [x; 4])[0]
+    assert_eq!(w.len(), x.len(), "dot_q4_0: block counts differ");
+    let mut even = vdupq_n_f32(0.0);
+    let mut odd = vdupq_n_f32(0.0);
+    let (w2, w_rest) = w.as_chunks::<2>();
+    for (k, [wa, wb]) in w2.iter().enumerate() {
+        even = q4_0_term(even, q4_0_levels(wa), wa.scale_f32(), &x[2 * k]);
+        odd = q4_0_term(odd, q4_0_levels(wb), wb.scale_f32(), &x[2 * k + 1]);
+    }
+    if let [wl] = w_rest {
+        even = q4_0_term(even, q4_0_levels(wl), wl.scale_f32(), &x[w.len() - 1]);
+    }
+    vaddvq_f32(vaddq_f32(even, odd))
 }
 
 /// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit: each weight

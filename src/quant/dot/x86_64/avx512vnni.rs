@@ -16,6 +16,15 @@
 //! matmul, where an activation row meets every weight row, gets its rows
 //! already paired ([`PairBlock`], built once per batch) and runs
 //! [`dot_q8_x4_pairs`] at 512 bits, with the same bits.
+//!
+//! A prefill's batch rows come eight at a time in interleaved groups
+//! (`quant::kgroup`): each 64-bit slot of a register holds one batch row's
+//! eight columns, the weight's eight bytes are broadcast to all of them,
+//! and one `vpdpbusd` (Q8_0, Q4_0) or `vpmaddubsw` (K-quants) serves eight
+//! rows. [`gemm_b32_2x8`], [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each
+//! row's integers and float operations those of its single-row kernel, so
+//! they return its bits; the rows left over (fewer than eight) take the
+//! pair and four-row kernels.
 
 use core::arch::x86_64::*;
 
