@@ -30,8 +30,10 @@ pub(crate) struct Q8KGroup {
     /// `bs32[h][4a + i]` = row `a`'s sum over sub-block `4h + i` of 32
     /// (from its stored 16-value sums, as the single-row mins term).
     pub(crate) bs32: [[i16; 32]; 2],
-    /// `bs16[t][4a + i]` = row `a`'s sum of values `16(4t + i)..+16`,
-    /// recomputed from `qs` (as the single-row Q6_K offset reads them).
+    /// `bs16[t][4a + i]` = row `a`'s sum of values `16(4t + i)..+16` (its
+    /// stored sums: the single-row Q6_K kernel takes its offset from the
+    /// values themselves, the same numbers for a block this crate
+    /// quantized, the only blocks a batch groups).
     pub(crate) bs16: [[i16; 32]; 4],
     /// Each row's scale.
     pub(crate) d: [f32; GROUP_ROWS],
@@ -61,10 +63,9 @@ impl Q8KGroup {
                 let (h, i) = (j / 4, j % 4);
                 g.bs32[h][4 * a + i] = x.bsums[2 * j].wrapping_add(x.bsums[2 * j + 1]);
             }
-            let (sixteens, _) = x.qs.as_chunks::<16>();
-            for (j, c) in sixteens.iter().enumerate() {
+            for (j, &sum) in x.bsums.iter().enumerate() {
                 let (t, i) = (j / 4, j % 4);
-                g.bs16[t][4 * a + i] = c.iter().map(|&v| i16::from(v)).sum();
+                g.bs16[t][4 * a + i] = sum;
             }
             g.d[a] = x.d;
         }
