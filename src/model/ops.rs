@@ -128,14 +128,8 @@ pub(crate) fn exp(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    // NaN fails both tests and stays NaN through every step below.
-    let xc = if x > HI {
-        HI
-    } else if x < LO {
-        LO
-    } else {
-        x
-    };
+    // `clamp` keeps a NaN, and it stays NaN through every step below.
+    let xc = x.clamp(LO, HI);
     let t = xc * core::f32::consts::LOG2_E + MAGIC;
     let n = t - MAGIC;
     let r = xc - n * LN2_HI - n * LN2_LO;
@@ -144,7 +138,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 0.5;
     let p = p * (r * r) + r + 1.0;
     // `n` is in `-126..=127`, so `n + 127` is a normal exponent.
     let n_bits = t.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
