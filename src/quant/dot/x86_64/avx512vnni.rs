@@ -677,13 +677,18 @@ pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
 fn b32_block<const SHIFT: u32>(acc: &mut [[__m512; 4]; 2], w: [&B32Levels; 2], g: &Q8Group) {
     let dx: __m512 = bytemuck::cast(g.d);
     let shift = _mm_cvtsi32_si128(SHIFT as i32);
+    let mut bias = [_mm512_setzero_si512(); 4];
+    let mut xs = [_mm512_setzero_si512(); 4];
+    for s in 0..4 {
+        bias[s] = _mm512_sra_epi32(bytemuck::cast(g.neg_bias[s]), shift);
+        xs[s] = bytemuck::cast(g.qs[s]);
+    }
     for r in 0..2 {
         let d = _mm512_mul_ps(_mm512_set1_ps(w[r].d), dx);
         let (q8, _) = w[r].q.as_chunks::<8>();
         for s in 0..4 {
-            let bias = _mm512_sra_epi32(bytemuck::cast(g.neg_bias[s]), shift);
             let wq = _mm512_set1_epi64(i64::from_le_bytes(q8[s]));
-            let lanes = _mm512_dpbusd_epi32(bias, wq, bytemuck::cast(g.qs[s]));
+            let lanes = _mm512_dpbusd_epi32(bias[s], wq, xs[s]);
             acc[r][s] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][s]);
         }
     }
