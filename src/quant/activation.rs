@@ -100,7 +100,7 @@ pub(crate) struct PairBlock {
 const _: () = assert!(core::mem::size_of::<PairBlock>() == 192);
 
 impl PairBlock {
-    fn new(a: &ActBlock, b: &ActBlock) -> Self {
+    pub(crate) fn new(a: &ActBlock, b: &ActBlock) -> Self {
         let mut p = Self::zeroed();
         p.qs[..QK8_0].copy_from_slice(&a.qs);
         p.qs[QK8_0..].copy_from_slice(&b.qs);

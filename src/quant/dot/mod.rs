@@ -2546,14 +2546,7 @@ mod q4_0_pair_edges {
     use std::panic::catch_unwind;
 
     fn pair(a: &ActBlock, b: &ActBlock) -> PairBlock {
-        let mut p: PairBlock = bytemuck::Zeroable::zeroed();
-        p.qs[..QK8_0].copy_from_slice(&a.qs);
-        p.qs[QK8_0..].copy_from_slice(&b.qs);
-        p.neg_bias[..8].copy_from_slice(&a.neg_bias);
-        p.neg_bias[8..].copy_from_slice(&b.neg_bias);
-        p.d[..8].fill(a.d);
-        p.d[8..].fill(b.d);
-        p
+        PairBlock::new(a, b)
     }
 
     fn rng(s: &mut u64) -> u64 {
