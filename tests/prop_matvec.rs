@@ -285,3 +285,86 @@ fn float_weights_agree_on_every_backend() {
         }
     });
 }
+
+/// Every quantized weight type on every backend: each batch row of a
+/// prefill product is that row's decode product, bit for bit (NaN payloads
+/// aside), for batches of 0 to 20, 24 and 33 rows (the interleaved GEMM
+/// takes eight at a time, the rest the pair and four-row kernels) and 1 to
+/// 39 weight rows (the GEMM takes two or four at a time), weight blocks of
+/// any bytes with scales of any size and, now and then, infinite.
+#[test]
+fn quantized_prefill_rows_equal_decode_rows() {
+    use inferno_cpu::backend::{AnyBackend, Backend};
+    use inferno_cpu::matvec::{BlockMatrix, Weight};
+    use inferno_cpu::quant::{BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K};
+
+    let backends: Vec<AnyBackend> = [("simd", 1), ("pool", 2), ("parallel", 3)]
+        .into_iter()
+        .map(|(name, threads)| AnyBackend::new(name, threads).unwrap())
+        .collect();
+    let batch = prop_oneof![0usize..=20, Just(24), Just(33)];
+    let strategy = (1usize..40, 1usize..=2, batch, any::<u64>());
+    let same = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    };
+    // A fixed count (not `PROPTEST_CASES`): emulated runs stay short.
+    proptest!(Config::with_cases(16), |((rows, nb, m, seed) in strategy)| {
+        let cols = nb * 256;
+        let mut rng = Rng(SplitMix64::new(seed));
+        let mut raw = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next() as u8).collect() };
+        let scale = |rng: &mut Rng| {
+            let v = if rng.next() % 16 == 0 { f32::INFINITY } else { rng.f32() };
+            half::f16::from_f32(v).to_le_bytes()
+        };
+        let mut q8: Vec<BlockQ8_0> = bytemuck::cast_slice::<u8, [u8; 34]>(&raw(rows * cols / 32 * 34))
+            .iter()
+            .map(|b| bytemuck::pod_read_unaligned(b))
+            .collect();
+        let mut q4: Vec<BlockQ4_0> = bytemuck::cast_slice::<u8, [u8; 18]>(&raw(rows * cols / 32 * 18))
+            .iter()
+            .map(|b| bytemuck::pod_read_unaligned(b))
+            .collect();
+        let mut k4: Vec<BlockQ4K> = bytemuck::cast_slice::<u8, [u8; 144]>(&raw(rows * nb * 144))
+            .iter()
+            .map(|b| bytemuck::pod_read_unaligned(b))
+            .collect();
+        let mut k5: Vec<BlockQ5K> = bytemuck::cast_slice::<u8, [u8; 176]>(&raw(rows * nb * 176))
+            .iter()
+            .map(|b| bytemuck::pod_read_unaligned(b))
+            .collect();
+        let mut k6: Vec<BlockQ6K> = bytemuck::cast_slice::<u8, [u8; 210]>(&raw(rows * nb * 210))
+            .iter()
+            .map(|b| bytemuck::pod_read_unaligned(b))
+            .collect();
+        for b in &mut q8 { b.d = scale(&mut rng); }
+        for b in &mut q4 { b.d = scale(&mut rng); }
+        for b in &mut k4 { (b.d, b.dmin) = (scale(&mut rng), scale(&mut rng)); }
+        for b in &mut k5 { (b.d, b.dmin) = (scale(&mut rng), scale(&mut rng)); }
+        for b in &mut k6 { b.d = scale(&mut rng); }
+        let ws = [
+            Weight::Q8_0(Q8Matrix::new(&q8, rows, cols).unwrap()),
+            Weight::Q4_0(BlockMatrix::new(&q4, rows, cols).unwrap()),
+            Weight::Q4K(BlockMatrix::new(&k4, rows, cols).unwrap()),
+            Weight::Q5K(BlockMatrix::new(&k5, rows, cols).unwrap()),
+            Weight::Q6K(BlockMatrix::new(&k6, rows, cols).unwrap()),
+        ];
+        let xf: Vec<f32> = (0..m.max(1) * cols).map(|_| rng.f32() * 4.0).collect();
+        for be in &backends {
+            for w in &ws {
+                let mut xs = QuantizedBatch::new();
+                xs.quantize_forms(&xf[..m * cols], cols, w.forms()).unwrap();
+                let mut outs = vec![f32::NAN; m * rows];
+                be.matmul(w, &xs, &mut outs).unwrap();
+                let mut xi = QuantizedVector::new();
+                for (i, got) in outs.chunks(rows).enumerate() {
+                    xi.quantize_forms(&xf[i * cols..(i + 1) * cols], w.forms()).unwrap();
+                    let mut want = vec![f32::NAN; rows];
+                    be.matvec(std::slice::from_ref(w), &xi, &mut want).unwrap();
+                    prop_assert!(same(got, &want), "{} x{} {} batch row {} of {}", be.name(), be.threads(), w.type_name(), i, m);
+                }
+            }
+        }
+    });
+}

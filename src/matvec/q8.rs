@@ -220,7 +220,7 @@ pub(crate) fn matmul_q8_0_with(
 }
 
 /// [`matmul_q8_0`] for prefill: with at least [`MATMUL_PAR_MIN_ROWS`]
-/// batch rows, rayon tasks of 16 weight rows each compute those rows for
+/// batch rows, rayon tasks of 64 weight rows each compute those rows for
 /// the whole batch (work stealing balances them); smaller batches run on
 /// the calling thread. Bit-identical to [`matmul_q8_0`].
 ///
