@@ -315,7 +315,7 @@ fn quantized_prefill_rows_equal_decode_rows() {
         let mut rng = Rng(SplitMix64::new(seed));
         let mut raw = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next() as u8).collect() };
         let scale = |rng: &mut Rng| {
-            let v = if rng.next() % 16 == 0 { f32::INFINITY } else { rng.f32() };
+            let v = if rng.next().is_multiple_of(16) { f32::INFINITY } else { rng.f32() };
             half::f16::from_f32(v).to_le_bytes()
         };
         let mut q8: Vec<BlockQ8_0> = bytemuck::cast_slice::<u8, [u8; 34]>(&raw(rows * cols / 32 * 34))
