@@ -491,7 +491,7 @@ impl QuantizedBatch {
                         let rows: [&[BlockQ8K]; GROUP_ROWS] = core::array::from_fn(|a| {
                             &k_blocks[first + a * nb..first + (a + 1) * nb]
                         });
-                        *g = Q8KGroup::new(rows, i % nb);
+                        g.fill(rows, i % nb);
                     }
                 });
             }
@@ -524,7 +524,7 @@ impl QuantizedBatch {
                     let first = i / nb * GROUP_ROWS * nb;
                     let rows: [&[ActBlock]; GROUP_ROWS] =
                         core::array::from_fn(|a| &blocks[first + a * nb..first + (a + 1) * nb]);
-                    *g = Q8Group::new(rows, i % nb);
+                    g.fill(rows, i % nb);
                 }
             });
         }
