@@ -1874,7 +1874,8 @@ mod tests {
     /// single-row dot, for four weight rows of any bytes (every level,
     /// scale and min code, Q6_K scales of any sign, scales of any sign and
     /// size, infinite and NaN ones included) against eight activation rows
-    /// down to -128, 0 to 3 blocks; rows of another length panic.
+    /// down to -128, 0 to 5 blocks (the single-row kernels reduce four
+    /// blocks at a time); rows of another length panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -1890,7 +1891,7 @@ mod tests {
             1 => Just(f32::NAN),
             1 => Just(1e-7f32),
         ];
-        let case = (0usize..=3).prop_flat_map(move |nb| {
+        let case = (0usize..=5).prop_flat_map(move |nb| {
             (
                 Just(nb),
                 prop::collection::vec(any::<u8>(), 4 * nb * 210),
