@@ -1874,8 +1874,7 @@ mod tests {
     /// single-row dot, for four weight rows of any bytes (every level,
     /// scale and min code, Q6_K scales of any sign, scales of any sign and
     /// size, infinite and NaN ones included) against eight activation rows
-    /// down to -128, 0 to 5 blocks (the single-row kernels reduce four
-    /// blocks at a time); rows of another length panic.
+    /// down to -128, 0 to 5 blocks; rows of another length panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
