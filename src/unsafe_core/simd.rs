@@ -241,6 +241,14 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn sum_bytes(self, bytes: &[u8]) -> u64 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_byte_sum
+            unsafe { avx512vnni::sum_bytes(bytes) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature `dot_q8` enables. Checked by:

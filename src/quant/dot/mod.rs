@@ -937,7 +937,7 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.sum_bytes(bytes),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().sum_bytes(bytes),
+            Dispatch::Avx512Vnni(t) => t.sum_bytes(bytes),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().sum_bytes(bytes),
             _ => scalar::sum_bytes(bytes),
