@@ -126,6 +126,20 @@ impl<'a> Weight<'a> {
         match self {
             Weight::Q8_0(m) => k.matvec_q8(m.rows_blocks(range), m.blocks_per_row(), x.act(), out),
             Weight::Q4_0(m) => rows_with(m, range, out, |row| k.dot_q4_0(row, x.act())),
+            Weight::Q4K(m) if k.has_k_rows8() => rows8_with(
+                m,
+                range,
+                out,
+                |row| k.dot_q4_k(row, x.k_act()),
+                |rows| k.dot_q4_k_rows8(rows, x.k_act()),
+            ),
+            Weight::Q5K(m) if k.has_k_rows8() => rows8_with(
+                m,
+                range,
+                out,
+                |row| k.dot_q5_k(row, x.k_act()),
+                |rows| k.dot_q5_k_rows8(rows, x.k_act()),
+            ),
             Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
             Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
             Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k(row, x.k_act())),
@@ -154,6 +168,39 @@ fn rows_with<B: crate::quant::WeightBlock>(
             prefetch_read(blocks, start + line);
         }
         *o = dot(row);
+    }
+}
+
+/// [`rows_with`] for a kernel that also has an eight-row form (`dot8`, bit
+/// for bit eight `dot`s): each whole group of eight rows of the range is
+/// one `dot8`, prefetched a group at a time, and the rows left over are
+/// single `dot`s. A thread's range starts wherever the split puts it, so
+/// the groups are counted from the range's first row.
+#[inline]
+fn rows8_with<B: crate::quant::WeightBlock>(
+    m: &BlockMatrix<'_, B>,
+    range: Range<usize>,
+    out: &mut [f32],
+    dot: impl Fn(&[B]) -> f32,
+    dot8: impl Fn([&[B]; 8]) -> [f32; 8],
+) {
+    let blocks = m.rows_blocks(range.clone());
+    let nb = m.blocks_per_row();
+    let row_bytes = nb * std::mem::size_of::<B>();
+    let (groups, rest) = out.as_chunks_mut::<8>();
+    for (g, o) in groups.iter_mut().enumerate() {
+        let first = 8 * g;
+        *o = dot8(core::array::from_fn(|r| {
+            &blocks[(first + r) * nb..(first + r + 1) * nb]
+        }));
+    }
+    let done = 8 * groups.len();
+    for (i, o) in (done..).zip(rest) {
+        let start = i * row_bytes + PREFETCH_AHEAD;
+        for line in (0..row_bytes).step_by(64) {
+            prefetch_read(blocks, start + line);
+        }
+        *o = dot(&blocks[i * nb..(i + 1) * nb]);
     }
 }
 

@@ -344,6 +344,21 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k_rows8(self, w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k_rows8_equal_dot_k
+            unsafe { avx512vnni::dot_q4_k_rows8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_rows8(self, w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q4_k_rows8`. Checked by:
+            // src/quant/dot/mod.rs::k_rows8_equal_dot_k
+            unsafe { avx512vnni::dot_q5_k_rows8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k

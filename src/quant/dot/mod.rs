@@ -744,6 +744,53 @@ impl Dispatch {
         }
     }
 
+    /// Whether [`dot_q4_k_rows8`](Self::dot_q4_k_rows8) and its Q5_K
+    /// form run eight rows in one pass (AVX-512 VNNI), rather than as
+    /// eight single-row dots.
+    #[inline]
+    pub(crate) fn has_k_rows8(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN
+    /// payloads aside): eight decode rows against one activation.
+    ///
+    /// # Panics
+    ///
+    /// If a row's block count differs from `x.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_k_rows8(self, w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k_rows8(w, x),
+            _ => w.map(|wr| {
+                assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
+                self.dot_q4_k(wr, x)
+            }),
+        }
+    }
+
+    /// [`dot_q4_k_rows8`](Self::dot_q4_k_rows8) for Q5_K rows.
+    ///
+    /// # Panics
+    ///
+    /// If a row's block count differs from `x.len()`.
+    #[inline]
+    pub(crate) fn dot_q5_k_rows8(self, w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k_rows8(w, x),
+            _ => w.map(|wr| {
+                assert_eq!(wr.len(), x.len(), "dot_q5_k_rows8: block counts differ");
+                self.dot_q5_k(wr, x)
+            }),
+        }
+    }
+
     /// The Q5_K x Q8_K dot (block counts checked by the caller).
     #[inline]
     pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
@@ -1863,6 +1910,63 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q4K(&w4), bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q5K(&w5), bad)).is_err());
                     prop_assert!(catch_unwind(|| k.dot_k_x8(KRow::Q6K(&w6), bad)).is_err());
+                }
+            });
+        }
+    }
+
+    /// Every kernel's eight-row decode form for Q4_K and Q5_K gives its
+    /// single-row dot's bits for each row, for eight weight rows of any
+    /// bytes (every level, scale, min and fifth-bit code, scales of any
+    /// sign and size, infinite and NaN ones included) against activations
+    /// down to -128, 0 to 5 blocks; a row of another length panics.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn k_rows8_equal_dot_k() {
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let scale = prop_oneof![
+            8 => -2.0f32..2.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(1e-7f32),
+        ];
+        let case = (0usize..=5).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 8 * nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, scale.clone()), 8 * 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("k_rows8_equal_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, wraw, xraw, ds) in case.clone())| {
+                let ops: Vec<_> = (0..8)
+                    .map(|r| k_operands(nb, &wraw[r * nb * 210..], &xraw, &ds[r * 4 * nb..]))
+                    .collect();
+                let x = &ops[0].3[1];
+                let w4: [&[BlockQ4K]; 8] = core::array::from_fn(|r| &ops[r].0[..]);
+                let w5: [&[BlockQ5K]; 8] = core::array::from_fn(|r| &ops[r].1[..]);
+                let got4 = k.dot_q4_k_rows8(w4, x);
+                let got5 = k.dot_q5_k_rows8(w5, x);
+                for r in 0..8 {
+                    prop_assert!(same(got4[r], k.dot_q4_k(w4[r], x)), "{:?} q4_k row {}", kernel, r);
+                    prop_assert!(same(got5[r], k.dot_q5_k(w5[r], x)), "{:?} q5_k row {}", kernel, r);
+                }
+                if nb > 0 {
+                    let (mut bad4, mut bad5) = (w4, w5);
+                    bad4[5] = &w4[5][..nb - 1];
+                    bad5[0] = &w5[0][..nb - 1];
+                    prop_assert!(catch_unwind(|| k.dot_q4_k_rows8(bad4, x)).is_err());
+                    prop_assert!(catch_unwind(|| k.dot_q5_k_rows8(bad5, x)).is_err());
                 }
             });
         }

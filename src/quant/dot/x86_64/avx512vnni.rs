@@ -25,6 +25,11 @@
 //! row's integers and float operations those of its single-row kernel, so
 //! they return its bits; the rows left over (fewer than eight) take the
 //! pair and four-row kernels.
+//!
+//! Decode has one activation row, so for Q4_K and Q5_K the eight slots
+//! hold eight weight rows instead ([`dot_q4_k_rows8`]): a block's scale
+//! decoding and its per-row integer sums are done once for the eight rows,
+//! and each row's result is still its single-row kernel's bits.
 
 use core::arch::x86_64::*;
 
@@ -723,4 +728,326 @@ fn b32_block<const SHIFT: u32>(acc: &mut [[__m512; 4]; 2], w: [&B32Levels; 2], g
             acc[r][s] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][s]);
         }
     }
+}
+
+// Decode: eight weight rows against one activation.
+//
+// The single-row K-quant kernel spends most of a block on work that is
+// per row but not per weight: decoding the packed scales, spreading each
+// sub-block's scale across a register (`vpermw`), and summing the block's
+// lanes into one integer (`vphaddd`). With eight rows side by side, one per
+// 64-bit slot of a register, all of that is done once for the eight: each
+// slot's lanes are its row's own, so a block's scales multiply lane by lane
+// and the per-row sums fall out of the lane layout. The rows stay in GGML's
+// layout; a block's 64-byte halves of eight rows are transposed (an 8 x 8
+// transpose of 64-bit words, 24 shuffles) so that slot `r` holds row `r`'s
+// eight bytes.
+
+/// The `vpermw` indices that copy word `4r + q` of a register to words
+/// `4r..4r + 4`: one row's scale for sub-block `q` of four, into that row's
+/// four `i16` lanes.
+const SPREAD_SCALE: [[i16; 32]; 4] = {
+    let mut idx = [[0i16; 32]; 4];
+    let mut q = 0;
+    while q < 4 {
+        let mut w = 0;
+        while w < 32 {
+            idx[q][w] = ((w & !3) | q) as i16;
+            w += 1;
+        }
+        q += 1;
+    }
+    idx
+};
+
+/// `vpermt2d` indices gathering dword `k` of each 128-bit lane of two
+/// registers (eight rows' heads, four per register) into eight lanes, for
+/// `k = 0` then `k = 1` (the scales) and `k = 2` then `k = 3` (the mins).
+const GATHER_SCALES: [i32; 16] = [0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29];
+const GATHER_MINS: [i32; 16] = [2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31];
+
+/// `v[t]`'s 64-bit word `r` becomes word `t` of the result's `r`-th
+/// register: the transpose of an 8 x 8 matrix of 64-bit words (unpack
+/// pairs, then 128-bit lanes twice).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn transpose_words(v: [__m512i; 8]) -> [__m512i; 8] {
+    // u[2p] lane k: (v[2p][2k], v[2p + 1][2k]); u[2p + 1]: the odd words.
+    let mut u = [_mm512_setzero_si512(); 8];
+    for p in 0..4 {
+        u[2 * p] = _mm512_unpacklo_epi64(v[2 * p], v[2 * p + 1]);
+        u[2 * p + 1] = _mm512_unpackhi_epi64(v[2 * p], v[2 * p + 1]);
+    }
+    // For the even words (e = 0) and the odd ones (e = 1): lanes 0 and 2
+    // of each row pair, then lanes 1 and 3.
+    let mut out = [_mm512_setzero_si512(); 8];
+    for e in 0..2 {
+        let x01 = _mm512_shuffle_i64x2::<0b10_00_10_00>(u[e], u[2 + e]);
+        let y01 = _mm512_shuffle_i64x2::<0b11_01_11_01>(u[e], u[2 + e]);
+        let x45 = _mm512_shuffle_i64x2::<0b10_00_10_00>(u[4 + e], u[6 + e]);
+        let y45 = _mm512_shuffle_i64x2::<0b11_01_11_01>(u[4 + e], u[6 + e]);
+        out[e] = _mm512_shuffle_i64x2::<0b10_00_10_00>(x01, x45);
+        out[4 + e] = _mm512_shuffle_i64x2::<0b11_01_11_01>(x01, x45);
+        out[2 + e] = _mm512_shuffle_i64x2::<0b10_00_10_00>(y01, y45);
+        out[6 + e] = _mm512_shuffle_i64x2::<0b11_01_11_01>(y01, y45);
+    }
+    out
+}
+
+/// `avx2::k4_head`'s decoding of the packed scales, in each 128-bit lane
+/// of `v` (four rows' first 16 bytes): dword 0 of a lane becomes its row's
+/// scales 0-3, dword 1 scales 4-7, dword 2 mins 0-3 and dword 3 mins 4-7.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_heads4(v: __m512i) -> __m512i {
+    let w = _mm512_bsrli_epi128::<4>(v);
+    let a = _mm512_shuffle_epi32::<0b10_01_10_00>(w);
+    let low6 = _mm512_and_si512(
+        a,
+        _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f_3f3f, 0, 0x3f3f_3f3f, 0)),
+    );
+    let nib = _mm512_and_si512(
+        _mm512_srlv_epi32(a, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 0, 4))),
+        _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x0f0f_0f0f, 0, 0x0f0f_0f0f)),
+    );
+    let b = _mm512_shuffle_epi32::<0b01_00_00_00>(w);
+    let top = _mm512_slli_epi32::<4>(_mm512_and_si512(
+        _mm512_srli_epi32::<6>(b),
+        _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x0303_0303, 0, 0x0303_0303)),
+    ));
+    _mm512_or_si512(low6, _mm512_or_si512(nib, top))
+}
+
+/// Four 16-byte rows in the four 128-bit lanes of a register.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn four_lanes(h: [&[u8; 16]; 4]) -> __m512i {
+    let mut v = _mm512_castsi128_si512(bytemuck::cast(*h[0]));
+    v = _mm512_inserti32x4::<1>(v, bytemuck::cast(*h[1]));
+    v = _mm512_inserti32x4::<2>(v, bytemuck::cast(*h[2]));
+    _mm512_inserti32x4::<3>(v, bytemuck::cast(*h[3]))
+}
+
+/// The products of one 32-byte chunk `c` of eight rows' nibbles (sub-block
+/// `2c` in the low nibbles, `2c + 1` in the high ones), times the rows'
+/// scales: `t` holds the chunk's four 64-bit words of each row, transposed
+/// (word `u` of row `r` in slot `r` of `t[u]`), `fifth` the rows' fifth
+/// bits likewise (used if `FIFTH`), `s_lo`/`s_hi` the two sub-blocks'
+/// scales in each row's four `i16` lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_chunk8<const FIFTH: bool>(
+    t: [__m512i; 4],
+    fifth: &[__m512i; 8],
+    c: usize,
+    x8: &[[u8; 8]; 32],
+    s_lo: __m512i,
+    s_hi: __m512i,
+) -> __m512i {
+    let low4 = _mm512_set1_epi8(0x0f);
+    let sixteen = _mm512_set1_epi8(16);
+    let mut lo = _mm512_setzero_si512();
+    let mut hi = _mm512_setzero_si512();
+    for u in 0..4 {
+        let mut ql = _mm512_and_si512(t[u], low4);
+        let mut qh = _mm512_and_si512(_mm512_srli_epi16::<4>(t[u]), low4);
+        if FIFTH {
+            // Bit `j` of a fifth-bits byte is sub-block `j`'s: 16 added to
+            // the level where it is set.
+            let bl = _mm512_test_epi8_mask(fifth[u], _mm512_set1_epi8(1 << (2 * c)));
+            let bh = _mm512_test_epi8_mask(fifth[u], _mm512_set1_epi8(1 << (2 * c + 1)));
+            ql = _mm512_mask_add_epi8(ql, bl, ql, sixteen);
+            qh = _mm512_mask_add_epi8(qh, bh, qh, sixteen);
+        }
+        let xl = _mm512_set1_epi64(i64::from_le_bytes(x8[8 * c + u]));
+        let xh = _mm512_set1_epi64(i64::from_le_bytes(x8[8 * c + 4 + u]));
+        lo = _mm512_add_epi16(lo, _mm512_maddubs_epi16(ql, xl));
+        hi = _mm512_add_epi16(hi, _mm512_maddubs_epi16(qh, xh));
+    }
+    _mm512_add_epi32(_mm512_madd_epi16(lo, s_lo), _mm512_madd_epi16(hi, s_hi))
+}
+
+/// Row `r`'s scale of sub-block `j` (word `4r + j % 4` of `sc[j / 4]`)
+/// in its four `i16` lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
+    _mm512_permutexvar_epi16(bytemuck::cast(SPREAD_SCALE[j % 4]), sc[j / 4])
+}
+
+/// One block of eight Q4_K or Q5_K rows against one activation block,
+/// added to the rows' running sums (lane `r` of `acc`/`acc_min` is row
+/// `r`'s `acc`/`acc_min` of `k_kernels!`'s `k4_step`).
+///
+/// `heads[r]` is row `r`'s first 16 bytes (`d`, `dmin`, the packed scales),
+/// `qs[r]` its nibbles and, if `FIFTH` (Q5_K), `qh[r]` its fifth bits. Per
+/// 64-bit slot (row), a step of eight columns is one `vpmaddubsw` of the
+/// row's levels by the activation's eight values broadcast; a sub-block's
+/// four steps add in `i16` (at most `4 * 2 * 31 * 128`, no overflow) and
+/// one `vpmaddwd` by the row's scale widens them into the row's two `i32`
+/// lanes. The block's integer sum and its mins' sum per row are exact, so
+/// they equal the single-row kernel's, and the f32 operations are the same
+/// ones in the same order, lane by lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_rows8_block<const FIFTH: bool>(
+    heads: [&[u8; 16]; 8],
+    qs: [&[u8; 128]; 8],
+    qh: [&[u8; 32]; 8],
+    xb: &BlockQ8K,
+    acc: &mut __m256,
+    acc_min: &mut __m256,
+) {
+    // Heads: d and dmin of the eight rows, then their scales and mins.
+    let ha = four_lanes([heads[0], heads[1], heads[2], heads[3]]);
+    let hb = four_lanes([heads[4], heads[5], heads[6], heads[7]]);
+    let dd = _mm512_castsi512_si256(_mm512_permutex2var_epi32(
+        ha,
+        bytemuck::cast(GATHER_SCALES),
+        hb,
+    ));
+    let d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dd));
+    let dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32::<16>(dd)));
+    let (sa, sb) = (k4_heads4(ha), k4_heads4(hb));
+    let sc8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_SCALES), sb);
+    let m8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_MINS), sb);
+    // Word `4r + j` of `sc[h]`: row `r`'s scale of sub-block `4h + j`.
+    let sc = [
+        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc8)),
+        _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(sc8)),
+    ];
+    // The mins' term: words `4r + j` of the mins times the activation's
+    // 32-column sums (`bsums` pairs, at most 4096 in magnitude).
+    let bs: __m256i = bytemuck::cast(xb.bsums);
+    let bs32 = _mm256_hadd_epi16(bs, bs);
+    let mins = _mm512_add_epi32(
+        _mm512_madd_epi16(
+            _mm512_cvtepu8_epi16(_mm512_castsi512_si256(m8)),
+            _mm512_broadcastq_epi64(_mm256_castsi256_si128(bs32)),
+        ),
+        _mm512_madd_epi16(
+            _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(m8)),
+            _mm512_broadcastq_epi64(_mm256_extracti128_si256::<1>(bs32)),
+        ),
+    );
+    // Fifth bits, transposed like the nibbles: word `u` of row `r`.
+    let mut fifth = [_mm512_setzero_si512(); 8];
+    if FIFTH {
+        let mut rows = [_mm512_setzero_si512(); 8];
+        for (row, q) in rows.iter_mut().zip(qh) {
+            *row = _mm512_castsi256_si512(bytemuck::cast(*q));
+        }
+        fifth = transpose_words(rows);
+    }
+    let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
+    // The nibbles, 64 bytes (chunks 2h and 2h + 1) of each row at a time.
+    let mut halves = [[_mm512_setzero_si512(); 8]; 2];
+    for (h, half) in halves.iter_mut().enumerate() {
+        let mut rows = [_mm512_setzero_si512(); 8];
+        for (row, q) in rows.iter_mut().zip(qs) {
+            *row = bytemuck::cast(q.as_chunks::<64>().0[h]);
+        }
+        *half = transpose_words(rows);
+    }
+    let [t0, t1] = halves;
+    let chunk = |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
+    let i0 = k4_chunk8::<FIFTH>(
+        chunk(&t0, 0),
+        &fifth,
+        0,
+        x8,
+        spread_scale(&sc, 0),
+        spread_scale(&sc, 1),
+    );
+    let i1 = k4_chunk8::<FIFTH>(
+        chunk(&t0, 1),
+        &fifth,
+        1,
+        x8,
+        spread_scale(&sc, 2),
+        spread_scale(&sc, 3),
+    );
+    let i2 = k4_chunk8::<FIFTH>(
+        chunk(&t1, 0),
+        &fifth,
+        2,
+        x8,
+        spread_scale(&sc, 4),
+        spread_scale(&sc, 5),
+    );
+    let i3 = k4_chunk8::<FIFTH>(
+        chunk(&t1, 1),
+        &fifth,
+        3,
+        x8,
+        spread_scale(&sc, 6),
+        spread_scale(&sc, 7),
+    );
+    let isum = _mm512_add_epi32(_mm512_add_epi32(i0, i1), _mm512_add_epi32(i2, i3));
+    let dx = _mm256_set1_ps(xb.d);
+    let isum = _mm256_cvtepi32_ps(pair_sums(isum));
+    let msum = _mm256_cvtepi32_ps(pair_sums(mins));
+    *acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), isum, *acc);
+    *acc_min = _mm256_sub_ps(*acc_min, _mm256_mul_ps(_mm256_mul_ps(dmin, dx), msum));
+}
+
+/// Asks for block `b` of the rows two groups of eight rows after `w`'s:
+/// a decode product's rows are consecutive, so that is where the kernel
+/// reads next but one. (Measured on an Intel Xeon with 1024-column Q4_K
+/// rows: one group ahead, or 4 KiB, streamed 3-5% slower; no prefetch,
+/// 40% slower.) A hint only: the same bits with or without it.
+#[inline]
+fn prefetch_rows8<B>(w: [&[B]; 8], b: usize) {
+    let size = core::mem::size_of::<B>();
+    let ahead = 16 * core::mem::size_of_val(w[0]);
+    for wr in w {
+        for line in (0..size + 63).step_by(64) {
+            crate::unsafe_core::prefetch::prefetch_read(wr, b * size + line + ahead);
+        }
+    }
+}
+
+/// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN payloads
+/// aside): eight Q4_K rows against one activation (see
+/// [`k4_rows8_block`]).
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
+    }
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    for (b, xb) in x.iter().enumerate() {
+        prefetch_rows8(w, b);
+        let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(&w[r][b])[0]);
+        let qs = core::array::from_fn(|r| &w[r][b].qs);
+        k4_rows8_block::<false>(heads, qs, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
+    }
+    bytemuck::cast(_mm256_add_ps(acc, acc_min))
+}
+
+/// [`dot_q4_k_rows8`] for Q5_K rows: `dot_q5_k` of each, bit for bit.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "dot_q5_k_rows8: block counts differ");
+    }
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    for (b, xb) in x.iter().enumerate() {
+        prefetch_rows8(w, b);
+        let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 11]>(&w[r][b])[0]);
+        let qs = core::array::from_fn(|r| &w[r][b].qs);
+        let qh = core::array::from_fn(|r| &w[r][b].qh);
+        k4_rows8_block::<true>(heads, qs, qh, xb, &mut acc, &mut acc_min);
+    }
+    bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
