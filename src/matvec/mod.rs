@@ -82,8 +82,9 @@ pub(crate) use weight::{
 };
 
 /// Reads every byte of `bytes` once, with the widest loads the
-/// [selected](crate::quant::Kernel::selected) kernel has and no other
-/// work, and returns their sum (so the reads cannot be optimised away).
+/// [selected](crate::quant::Kernel::selected) kernel has, the software
+/// prefetch the decode products use and no other work, and returns their
+/// sum (so the reads cannot be optimised away).
 ///
 /// A decode matvec streams its weights from memory once; this is the same
 /// stream without the arithmetic, so its speed over bytes far larger than

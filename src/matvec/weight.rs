@@ -172,8 +172,8 @@ fn rows_with<B: crate::quant::WeightBlock>(
 }
 
 /// [`rows_with`] for a kernel that also has an eight-row form (`dot8`, bit
-/// for bit eight `dot`s): each whole group of eight rows of the range is
-/// one `dot8`, prefetched a group at a time, and the rows left over are
+/// for bit eight `dot`s, prefetching on its own): each whole group of
+/// eight rows of the range is one `dot8`, and the rows left over are
 /// single `dot`s. A thread's range starts wherever the split puts it, so
 /// the groups are counted from the range's first row.
 #[inline]
@@ -709,7 +709,9 @@ mod tests {
     )]
     #[test]
     fn every_range_of_rows_is_each_rows_dot() {
-        let mats = Mats::new(5, 2 * QK_K);
+        // 17 rows: two whole groups of eight (the eight-row decode kernels)
+        // and one left over in a matrix, ranges straddling them.
+        let mats = Mats::new(17, 2 * QK_K);
         let ws = mats.weights();
         let x = input(mats.cols);
         let mut xq = QuantizedVector::new();

@@ -123,7 +123,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     );
     let cpu = machine::cpu_name();
     let kernel = inferno_cpu::quant::Kernel::selected();
-    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: matvec::read_bytes with the {kernel:?} kernel's loads, one contiguous share per thread");
+    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: matvec::read_bytes with the {kernel:?} kernel's widest loads and prefetch, one contiguous share per thread");
 
     // Bandwidth per thread count, read over the loaded model itself (far
     // larger than any cache, in the same pages the weights are read from,

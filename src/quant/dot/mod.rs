@@ -1972,6 +1972,58 @@ mod tests {
         }
     }
 
+    /// The eight-row Q4_K and Q5_K decode forms at the integer bounds
+    /// (every level 15 or 31, every scale and min code 63, activations all
+    /// -128 or all 127, 16 blocks, so a sub-block's `i16` sums reach 31744)
+    /// and with raw f16 scales that are NaN, infinite or the smallest
+    /// subnormal give each row's single-row bits, and near the exact value.
+    #[test]
+    fn k_rows8_at_the_extremes() {
+        use half::f16;
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let one = f16::from_f32(1.0).to_bits();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for xv in [-128i8, 127, -1] {
+                let qs = [xv; 256];
+                let x = vec![
+                    BlockQ8K {
+                        d: 1.0,
+                        qs,
+                        bsums: BlockQ8K::sums_of(&qs)
+                    };
+                    16
+                ];
+                for (d, dmin) in [(one, one), (0x7c01, one), (one, 0xfc00), (0x0001, 0x8001)] {
+                    let mut b5 = [0xffu8; 176];
+                    b5[0..2].copy_from_slice(&d.to_le_bytes());
+                    b5[2..4].copy_from_slice(&dmin.to_le_bytes());
+                    let w5: Vec<BlockQ5K> = vec![bytemuck::cast(b5); 16];
+                    let mut b4 = [0xffu8; 144];
+                    b4[0..4].copy_from_slice(&b5[0..4]);
+                    let w4: Vec<BlockQ4K> = vec![bytemuck::cast(b4); 16];
+                    let (g4, g5) = (
+                        k.dot_q4_k_rows8([&w4[..]; 8], &x),
+                        k.dot_q5_k_rows8([&w5[..]; 8], &x),
+                    );
+                    let want4 = crate::quant::q4_k::dot_q4_k_blocks(&w4, &x);
+                    for r in 0..8 {
+                        assert!(same(g4[r], k.dot_q4_k(&w4, &x)), "{kernel:?} {xv} {d:#x}");
+                        assert!(same(g5[r], k.dot_q5_k(&w5, &x)), "{kernel:?} {xv} {d:#x}");
+                        if d == one && dmin == one {
+                            let err = (g4[r] - want4).abs();
+                            assert!(
+                                err <= 1e-5 * want4.abs(),
+                                "{kernel:?} {xv}: {} {want4}",
+                                g4[r]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The K-quant GEMM over interleaved groups (every kernel: AVX-512
     /// VNNI's vector form, the others' plain reference) gives
     /// `kgroup`'s reference bits, and those are every x86 kernel's
