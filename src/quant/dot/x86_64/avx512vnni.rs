@@ -887,7 +887,10 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 /// one `vpmaddwd` by the row's scale widens them into the row's two `i32`
 /// lanes. The block's integer sum and its mins' sum per row are exact, so
 /// they equal the single-row kernel's, and the f32 operations are the same
-/// ones in the same order, lane by lane.
+/// ones in the same order, lane by lane. (The mins' sum reads the
+/// activation's stored `bsums` in pairs, as `i16`: exact for the sums of
+/// its values, which every quantized activation stores; hand-made blocks
+/// with other sums could wrap where the single-row kernel does not.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_rows8_block<const FIFTH: bool>(
