@@ -584,16 +584,18 @@ macro_rules! k_kernels {
 /// once, returns the single-row bits.
 macro_rules! q4_0_kernels {
     ($features:literal) => {
-        /// The 32 levels `0..=15` of a Q4_0 block, in weight order.
+        /// The 32 levels `0..=15` of a Q4_0 block, in weight order: the
+        /// 16 bytes loaded into both halves (`vbroadcasti128`, a load), the
+        /// high half shifted by 4 (`vpsrlvd`: a byte's top nibble comes
+        /// down, and what comes in from the next byte is masked off). No
+        /// shuffle: a decode of Q4_0 is bound by this kernel's arithmetic,
+        /// and the shuffle port is its busiest.
         #[inline]
         #[target_feature(enable = $features)]
         fn q4_0_prep(w: &BlockQ4_0) -> __m256i {
-            let bits: __m128i = bytemuck::cast(w.qs);
-            let low4 = _mm_set1_epi8(0x0f);
-            _mm256_set_m128i(
-                _mm_and_si128(_mm_srli_epi16::<4>(bits), low4),
-                _mm_and_si128(bits, low4),
-            )
+            let both = _mm256_broadcastsi128_si256(bytemuck::cast(w.qs));
+            let shifted = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+            _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
         }
 
         /// The f16 scale of a Q4_0 block, widened, in all eight lanes
