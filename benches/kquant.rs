@@ -10,9 +10,12 @@
 //! rows (unquantized weights, the activation rounded to their type) are
 //! printed per 32 weights, a Q4_0 block's worth.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::values;
 use half::{bf16, f16};
 use inferno_cpu::quant::{
     quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_k,
@@ -39,18 +42,6 @@ fn best(mut f: impl FnMut()) -> Duration {
         })
         .min()
         .unwrap_or_default()
-}
-
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
 }
 
 /// Times one format: `single(kernel, row, x)` and `x4(kernel, row, xs)`

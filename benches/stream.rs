@@ -17,9 +17,12 @@
 //! type whose in-cache speed is near its from-memory speed is limited by
 //! its arithmetic, not by memory.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
+use common::values;
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::matvec::{BlockMatrix, Q8Matrix, Weight};
 use inferno_cpu::quant::{
@@ -35,18 +38,6 @@ const BYTES: usize = 256 << 20;
 const DISTINCT: usize = 64;
 /// Timed passes of each side.
 const ROUNDS: usize = 9;
-
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
 
 /// `DISTINCT` quantized rows repeated to about [`BYTES`], in anonymous
 /// memory advised to use huge pages, as `GgufFile::read` loads a model.

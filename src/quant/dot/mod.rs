@@ -1915,6 +1915,32 @@ mod tests {
         }
     }
 
+    /// A K-quant kernel test case: block count, weight bytes, activation
+    /// bytes, (activation, weight) scales.
+    type KCase = (usize, Vec<u8>, Vec<u8>, Vec<(f32, f32)>);
+
+    /// Proptest cases for `rows` K-quant weight rows against four
+    /// activation rows: `(nb, weight bytes, activation bytes, scales)` as
+    /// [`k_operands`] reads them, 0 to 5 blocks, the weight scales
+    /// sometimes infinite, NaN or tiny.
+    fn k_rows_case(rows: usize) -> impl proptest::strategy::Strategy<Value = KCase> + Clone {
+        use proptest::prelude::*;
+        let scale = prop_oneof![
+            8 => -2.0f32..2.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(1e-7f32),
+        ];
+        (0usize..=5).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), rows * nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, scale.clone()), rows * 4 * nb),
+            )
+        })
+    }
+
     /// Every kernel's eight-row decode form for Q4_K and Q5_K gives its
     /// single-row dot's bits for each row, for eight weight rows of any
     /// bytes (every level, scale, min and fifth-bit code, scales of any
@@ -1928,20 +1954,7 @@ mod tests {
     fn k_rows8_equal_dot_k() {
         use proptest::prelude::*;
         use std::panic::catch_unwind;
-        let scale = prop_oneof![
-            8 => -2.0f32..2.0,
-            1 => Just(f32::INFINITY),
-            1 => Just(f32::NAN),
-            1 => Just(1e-7f32),
-        ];
-        let case = (0usize..=5).prop_flat_map(move |nb| {
-            (
-                Just(nb),
-                prop::collection::vec(any::<u8>(), 8 * nb * 210),
-                prop::collection::vec(any::<u8>(), 4 * nb * 292),
-                prop::collection::vec((-2.0f32..2.0, scale.clone()), 8 * 4 * nb),
-            )
-        });
+        let case = k_rows_case(8);
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else {
@@ -2040,20 +2053,7 @@ mod tests {
         use crate::quant::kgroup::{gemm_k4_reference, gemm_q6_reference};
         use proptest::prelude::*;
         use std::panic::catch_unwind;
-        let scale = prop_oneof![
-            8 => -2.0f32..2.0,
-            1 => Just(f32::INFINITY),
-            1 => Just(f32::NAN),
-            1 => Just(1e-7f32),
-        ];
-        let case = (0usize..=5).prop_flat_map(move |nb| {
-            (
-                Just(nb),
-                prop::collection::vec(any::<u8>(), 4 * nb * 210),
-                prop::collection::vec(any::<u8>(), 4 * nb * 292),
-                prop::collection::vec((-2.0f32..2.0, scale.clone()), 4 * 4 * nb),
-            )
-        });
+        let case = k_rows_case(4);
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else {
