@@ -12,7 +12,8 @@
 
 use half::f16;
 
-use crate::quant::dot::Dispatch;
+use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
+use crate::unsafe_core::prefetch::prefetch_read;
 
 /// `out = x / rms(x) * w`, with `rms(x) = sqrt(mean(x^2) + eps)`.
 ///
@@ -297,6 +298,11 @@ pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut G
             let two = s.q.len() == 2 * hd;
             for t in 0..n_pos {
                 let kr = &k[row(t)];
+                // The key row `KV_PREFETCH_ROWS` positions on (a hint:
+                // past the cached rows it reads nothing).
+                for line in (0..2 * hd).step_by(64) {
+                    prefetch_read(kr, KV_PREFETCH_ROWS * 2 * hd + line);
+                }
                 if two {
                     let (q0, q1) = s.q.split_at(hd);
                     let [a, b] = job.dot.dot_f16_x2([q0, q1], kr);

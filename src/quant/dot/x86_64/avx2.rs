@@ -341,6 +341,13 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         for (t, (&pa, &pb)) in ps[0].iter().zip(ps[1]).enumerate() {
             let at = t * stride + c * 32;
+            if c == 0 {
+                // The row `KV_PREFETCH_ROWS` on, on the first pass (a hint).
+                let ahead = 2 * (at + crate::quant::dot::KV_PREFETCH_ROWS * stride);
+                for line in (0..2 * hd).step_by(64) {
+                    crate::unsafe_core::prefetch::prefetch_read(v, ahead + line);
+                }
+            }
             let row: &[f16; 32] = v[at..at + 32].try_into().expect("32 values");
             let kv: [__m128i; 4] = bytemuck::cast(*row);
             let (p0, p1) = (_mm256_set1_ps(pa), _mm256_set1_ps(pb));
