@@ -186,7 +186,6 @@ fn rows8_with<B: crate::quant::WeightBlock>(
 ) {
     let blocks = m.rows_blocks(range.clone());
     let nb = m.blocks_per_row();
-    let row_bytes = nb * std::mem::size_of::<B>();
     let (groups, rest) = out.as_chunks_mut::<8>();
     for (g, o) in groups.iter_mut().enumerate() {
         let first = 8 * g;
@@ -195,13 +194,7 @@ fn rows8_with<B: crate::quant::WeightBlock>(
         }));
     }
     let done = 8 * groups.len();
-    for (i, o) in (done..).zip(rest) {
-        let start = i * row_bytes + PREFETCH_AHEAD;
-        for line in (0..row_bytes).step_by(64) {
-            prefetch_read(blocks, start + line);
-        }
-        *o = dot(&blocks[i * nb..(i + 1) * nb]);
-    }
+    rows_with(m, range.start + done..range.end, rest, dot);
 }
 
 /// Checks the shapes of a stacked product: every matrix of `ws` as wide as
