@@ -406,30 +406,35 @@ pub(crate) fn gemm_group_rows(
             &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q4_k)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
             |w4, x| k.gemm_k4_4x8(w4, x),
         ),
         Weight::Q5K(m) => gemm_rows(
             &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(K4Levels::q5_k)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
             |w4, x| k.gemm_k4_4x8(w4, x),
         ),
         Weight::Q6K(m) => gemm_rows(
             &k_groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(Q6Levels::new)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
             |w4, x| k.gemm_q6_4x8(w4, x),
         ),
         Weight::Q8_0(m) => gemm_rows(
             &groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(B32Levels::q8_0)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
             |w2, x| k.gemm_b32_2x8::<Q8_0_SHIFT>(w2, x),
         ),
         Weight::Q4_0(m) => gemm_rows(
             &groups(),
             segs,
             |j, out| out.extend(m.row(r0 + j).iter().map(B32Levels::q4_0)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
             |w2, x| k.gemm_b32_2x8::<Q4_0_SHIFT>(w2, x),
         ),
         Weight::F16(_) | Weight::Bf16(_) => 0,
@@ -441,10 +446,16 @@ pub(crate) fn gemm_group_rows(
 /// `j` of the segments and every group, `R` weight rows at a time, each
 /// unpacked once (`unpack(j, out)` appends row `j`'s levels); a last
 /// partial `R` repeats its last row. Returns the number of groups.
+///
+/// Unpacking is where the weights come from memory, and the pass over the
+/// batch between two unpackings leaves the hardware prefetchers idle, so
+/// `ahead(j, R)` asks for the `R` rows after `j..j + R` before that pass
+/// (`prefetch_rows_after`).
 fn gemm_rows<L: Copy, G, const R: usize>(
     groups: &[&[G]],
     segs: &mut [&mut [f32]],
     unpack: impl Fn(usize, &mut Vec<L>),
+    ahead: impl Fn(usize, usize),
     gemm: impl Fn([&[L]; R], &[G]) -> [[f32; GROUP_ROWS]; R],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
@@ -454,6 +465,7 @@ fn gemm_rows<L: Copy, G, const R: usize>(
             l.clear();
             unpack((j + r).min(len - 1), l);
         }
+        ahead(j, R);
         let wr: [&[L]; R] = core::array::from_fn(|r| &levels[r][..]);
         for (g, x) in groups.iter().enumerate() {
             let y = gemm(wr, x);
@@ -465,6 +477,15 @@ fn gemm_rows<L: Copy, G, const R: usize>(
         }
     }
     groups.len()
+}
+
+/// Asks for the `n` rows after the `n` that start at `row` (a hint: past
+/// the matrix's end it reads nothing).
+fn prefetch_rows_after<B>(row: &[B], n: usize) {
+    let bytes = std::mem::size_of_val(row);
+    for line in (n * bytes..2 * n * bytes).step_by(64) {
+        prefetch_read(row, line);
+    }
 }
 
 /// Row `r` of `w` as a [`KRow`], if `w` is a K-quant matrix.

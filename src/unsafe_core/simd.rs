@@ -249,6 +249,28 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_f16_x2(self, x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::dot_f16_x2_is_two_dot_f16
+            unsafe { avx512vnni::dot_f16_x2(x, k) }
+        }
+
+        #[inline]
+        pub(crate) fn weighted_sum_f16_x2(
+            self,
+            out: [&mut [f32]; 2],
+            ps: [&[f32]; 2],
+            v: &[f16],
+            stride: usize,
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::weighted_sum_f16_is_axpy_in_order
+            unsafe { avx512vnni::weighted_sum_f16_x2(out, ps, v, stride) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature `dot_q8` enables. Checked by:

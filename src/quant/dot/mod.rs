@@ -1008,7 +1008,7 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_f16_x2(x, k),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().dot_f16_x2(x, k),
+            Dispatch::Avx512Vnni(t) => t.dot_f16_x2(x, k),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().dot_f16_x2(x, k),
             _ => x.map(|xi| self.dot_f16(xi, k)),
@@ -1029,7 +1029,7 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.weighted_sum_f16_x2(out, ps, v, stride),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.avx2().weighted_sum_f16_x2(out, ps, v, stride),
+            Dispatch::Avx512Vnni(t) => t.weighted_sum_f16_x2(out, ps, v, stride),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.avx2().weighted_sum_f16_x2(out, ps, v, stride),
             _ => {
@@ -1631,7 +1631,7 @@ mod tests {
     #[test]
     fn weighted_sum_f16_is_axpy_in_order() {
         use proptest::prelude::*;
-        let case = (1usize..80, 0usize..9, 0usize..20).prop_flat_map(|(hd, n, extra)| {
+        let case = (1usize..170, 0usize..9, 0usize..20).prop_flat_map(|(hd, n, extra)| {
             let stride = hd + extra;
             (
                 prop::collection::vec(any::<u16>().prop_map(f16::from_bits), n * stride + hd),

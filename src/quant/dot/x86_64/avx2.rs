@@ -222,8 +222,16 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
             acc[1][i] = _mm256_fmadd_ps(bv[i], w, acc[1][i]);
         }
     }
+    finish_f16_x2(acc, [a_rest, b_rest], k_rest)
+}
+
+/// The end of [`dot_f16_x2`] (and of the 512-bit form, which hands over its
+/// accumulators split into these four): each query's last chunks of eight
+/// and single values after the whole chunks of 32, then its sum.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn finish_f16_x2(acc: [[__m256; 4]; 2], rests: [&[f32]; 2], k_rest: &[f16]) -> [f32; 2] {
     let (k8, k_tail) = k_rest.as_chunks::<8>();
-    let rests = [a_rest, b_rest];
     // A loop, not `array::from_fn`: its closure did not inline, and this
     // runs once per cached position.
     let mut out = [0.0f32; 2];
@@ -362,7 +370,22 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         o0[c * 32..c * 32 + 32].copy_from_slice(&a);
         o1[c * 32..c * 32 + 32].copy_from_slice(&b);
     }
-    for (o, p) in [(o0, ps[0]), (o1, ps[1])] {
+    weighted_tail_f16_x2([o0, o1], ps, v, stride, done);
+}
+
+/// The values `done..` of each output of [`weighted_sum_f16_x2`] (those
+/// past its whole chunks), row after row with [`axpy_f16`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn weighted_tail_f16_x2(
+    out: [&mut [f32]; 2],
+    ps: [&[f32]; 2],
+    v: &[f16],
+    stride: usize,
+    done: usize,
+) {
+    for (o, p) in out.into_iter().zip(ps) {
+        let hd = o.len();
         o[done..].fill(0.0);
         if done < hd {
             for (t, &pt) in p.iter().enumerate() {

@@ -33,6 +33,8 @@
 
 use core::arch::x86_64::*;
 
+use half::f16;
+
 use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
@@ -305,6 +307,120 @@ pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
         .map(|&b| u64::from(b))
         .chain(lanes)
         .sum()
+}
+
+/// `avx2::dot_f16_x2` at 512 bits, bit for bit: each `zmm` accumulator
+/// holds two of the AVX2 kernel's (lanes `0..16` of a 32-value chunk, then
+/// `16..32`), every lane takes the same fused multiply-adds in the same
+/// order, and the four halves go to the AVX2 kernel's own end
+/// (`avx2::finish_f16_x2`). Half the instructions per cached position of
+/// decode and prefill attention.
+///
+/// # Panics
+///
+/// If either `x[i].len() != k.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
+    for xi in x {
+        assert_eq!(xi.len(), k.len(), "dot_f16: lengths differ");
+    }
+    let (k32, k_rest) = k.as_chunks::<32>();
+    let (a32, a_rest) = x[0].as_chunks::<32>();
+    let (b32, b_rest) = x[1].as_chunks::<32>();
+    let mut acc = [[_mm512_setzero_ps(); 2]; 2];
+    for ((kc, ac), bc) in k32.iter().zip(a32).zip(b32) {
+        let kv: [__m256i; 2] = bytemuck::cast(*kc);
+        let av: [__m512; 2] = bytemuck::cast(*ac);
+        let bv: [__m512; 2] = bytemuck::cast(*bc);
+        for i in 0..2 {
+            let w = _mm512_cvtph_ps(kv[i]);
+            acc[0][i] = _mm512_fmadd_ps(av[i], w, acc[0][i]);
+            acc[1][i] = _mm512_fmadd_ps(bv[i], w, acc[1][i]);
+        }
+    }
+    let split = |a: [__m512; 2]| -> [__m256; 4] { bytemuck::cast(a) };
+    super::avx2::finish_f16_x2([split(acc[0]), split(acc[1])], [a_rest, b_rest], k_rest)
+}
+
+/// `avx2::weighted_sum_f16_x2` at 512 bits, bit for bit: every output lane
+/// is still `acc + p * v` (a multiply, then an add) row after row from
+/// zero, 64 values of each output per pass over the rows instead of 32, so
+/// a head of 128 takes two passes over its rows, not four. The values past
+/// the whole chunks of 32 go to the AVX2 kernel's own tail.
+///
+/// # Panics
+///
+/// If the outputs or the weights differ in length, or a row runs past the
+/// end of `v`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f16], stride: usize) {
+    let [o0, o1] = out;
+    let hd = o0.len();
+    let n = ps[0].len();
+    assert!(
+        o1.len() == hd && ps[1].len() == n,
+        "weighted_sum_f16: shapes differ"
+    );
+    if let Some(last) = n.checked_sub(1) {
+        assert!(
+            last.checked_mul(stride)
+                .and_then(|a| a.checked_add(hd))
+                .is_some_and(|e| e <= v.len()),
+            "weighted_sum_f16: rows run past the values"
+        );
+    }
+    let mut at = 0;
+    while at + 64 <= hd {
+        weighted_pass_x2::<4>([o0, o1], ps, v, stride, at);
+        at += 64;
+    }
+    if at + 32 <= hd {
+        weighted_pass_x2::<2>([o0, o1], ps, v, stride, at);
+        at += 32;
+    }
+    super::avx2::weighted_tail_f16_x2([o0, o1], ps, v, stride, at);
+}
+
+/// One pass of [`weighted_sum_f16_x2`] over the rows: output values
+/// `at..at + 16 * N` of both outputs, prefetching the rows
+/// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on when it
+/// is the first pass.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn weighted_pass_x2<const N: usize>(
+    out: [&mut [f32]; 2],
+    ps: [&[f32]; 2],
+    v: &[f16],
+    stride: usize,
+    at: usize,
+) {
+    let hd = out[0].len();
+    let mut acc = [[_mm512_setzero_ps(); N]; 2];
+    for (t, (&pa, &pb)) in ps[0].iter().zip(ps[1]).enumerate() {
+        let row = t * stride + at;
+        if at == 0 {
+            // The row `KV_PREFETCH_ROWS` on (a hint).
+            let ahead = 2 * (row + crate::quant::dot::KV_PREFETCH_ROWS * stride);
+            for line in (0..2 * hd).step_by(64) {
+                crate::unsafe_core::prefetch::prefetch_read(v, ahead + line);
+            }
+        }
+        let (p0, p1) = (_mm512_set1_ps(pa), _mm512_set1_ps(pb));
+        for i in 0..N {
+            let chunk: &[f16; 16] = v[row + 16 * i..row + 16 * i + 16]
+                .try_into()
+                .expect("16 values");
+            let x = _mm512_cvtph_ps(bytemuck::cast(*chunk));
+            acc[0][i] = _mm512_add_ps(acc[0][i], _mm512_mul_ps(p0, x));
+            acc[1][i] = _mm512_add_ps(acc[1][i], _mm512_mul_ps(p1, x));
+        }
+    }
+    for (o, a) in out.into_iter().zip(acc) {
+        for (i, ai) in a.into_iter().enumerate() {
+            let vals: [f32; 16] = bytemuck::cast(ai);
+            o[at + 16 * i..at + 16 * i + 16].copy_from_slice(&vals);
+        }
+    }
 }
 
 /// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by
