@@ -70,6 +70,7 @@ fn decode_allocates_nothing(model: &Qwen3<'_>, cfg: &SynthConfig) {
             let opts = SessionOptions {
                 max_positions: 40,
                 kv,
+                ..SessionOptions::default()
             };
             let mut s = Session::new(model, &b, opts).unwrap();
             let mut t = argmax(s.prefill(&[1, 2, 3]).unwrap());

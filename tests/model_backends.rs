@@ -15,7 +15,12 @@ fn run<B: Backend>(model: &Qwen3<'_>, b: B, kv: KvDtype, prefill: bool) -> Vec<u
     let opts = SessionOptions {
         max_positions: 64,
         kv,
+        ..SessionOptions::default()
     };
+    run_with(model, b, opts, prefill)
+}
+
+fn run_with<B: Backend>(model: &Qwen3<'_>, b: B, opts: SessionOptions, prefill: bool) -> Vec<u32> {
     let mut s = Session::new(model, b, opts).unwrap();
     let prompt = [3u32, 141, 59, 265, 358, 97, 93, 238, 46];
     let mut out = Vec::new();
@@ -34,6 +39,37 @@ fn run<B: Backend>(model: &Qwen3<'_>, b: B, kv: KvDtype, prefill: bool) -> Vec<u
         push(l);
     }
     out
+}
+
+/// A KV cache in huge pages (large enough to take them: 2 MiB or more)
+/// gives the same logits, bit for bit, as one in a `Vec`, decode and
+/// prefill, for both cache types.
+#[test]
+fn a_huge_page_cache_gives_the_same_logits() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        let opts = |huge_pages| SessionOptions {
+            max_positions: 8192,
+            kv,
+            huge_pages,
+        };
+        let s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts(true)).unwrap();
+        assert!(
+            s.kv_bytes() >= 4 << 20,
+            "{} bytes: too small for huge pages",
+            s.kv_bytes()
+        );
+        for prefill in [false, true] {
+            let b = || AnyBackend::new("pool", 2).unwrap();
+            assert!(
+                run_with(&model, b(), opts(true), prefill)
+                    == run_with(&model, b(), opts(false), prefill),
+                "{kv}, prefill {prefill}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -91,6 +127,7 @@ fn session_limits_are_errors() {
     let opts = SessionOptions {
         max_positions: 3,
         kv: KvDtype::F16,
+        ..SessionOptions::default()
     };
     let mut s = Session::new(&model, AnyBackend::new("pool", 2).unwrap(), opts).unwrap();
     assert!(matches!(s.prefill(&[]), Err(ModelError::NoTokens)));
@@ -133,7 +170,11 @@ fn kv_bytes_counts_keys_and_values_of_every_layer_and_position() {
         // 0: the model's context (4096), at most DEFAULT_MAX_POSITIONS.
         (0, KvDtype::F16, 2_097_152),
     ] {
-        let opts = SessionOptions { max_positions, kv };
+        let opts = SessionOptions {
+            max_positions,
+            kv,
+            ..SessionOptions::default()
+        };
         let mut s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts).unwrap();
         assert_eq!(s.kv_bytes(), want, "{max_positions} positions of {kv}");
         s.decode(1).unwrap();
@@ -153,6 +194,7 @@ fn an_unmappable_cache_is_an_error_not_an_abort() {
         let opts = SessionOptions {
             max_positions: 1 << 40,
             kv,
+            ..SessionOptions::default()
         };
         match Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts) {
             Err(ModelError::Options(msg)) => {
@@ -300,6 +342,7 @@ fn chunked_prefill_equals_decode() {
     let opts = SessionOptions {
         max_positions: n + 1,
         kv: KvDtype::F16,
+        ..SessionOptions::default()
     };
     let mut s = Session::new(&model, AnyBackend::new("simd", 1).unwrap(), opts).unwrap();
     let mut want: Vec<u32> = Vec::new();

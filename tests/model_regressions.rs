@@ -38,6 +38,7 @@ fn replay(path: &Path) -> Result<(), ModelError> {
         let opts = SessionOptions {
             max_positions: 4,
             kv,
+            ..SessionOptions::default()
         };
         let mut s = Session::new(&model, Simd, opts)?;
         let mut token = argmax(s.prefill(&[0, (vocab as u32 - 1).min(1)])?);

@@ -94,6 +94,8 @@ fn measure(
     let opts = SessionOptions {
         max_positions: plan.prompt_tokens + plan.tokens + 1,
         kv: plan.kv,
+        // Sized to the tokens it will hold: see `SessionOptions::huge_pages`.
+        huge_pages: true,
     };
     let mut session = Session::new(model, backend, opts)?;
     session.set_tracing(plan.trace);

@@ -43,6 +43,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let opts = SessionOptions {
         max_positions: args.tokens.len(),
         kv: args.kv,
+        // Sized to the tokens it will hold: see `SessionOptions::huge_pages`.
+        huge_pages: true,
     };
     let mut session = Session::new(&model, &backend, opts)?;
     let vocab = model.config().vocab;

@@ -76,6 +76,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let opts = SessionOptions {
         max_positions: ids.len() + args.max_tokens as usize,
         kv: args.kv,
+        // Sized to the tokens it will hold: see `SessionOptions::huge_pages`.
+        huge_pages: true,
     };
     let mut session = Session::new(&model, &backend, opts)?;
     session.set_tracing(args.trace);
