@@ -470,9 +470,16 @@ impl QuantizedBatch {
             });
         }
         let k = selected().1;
-        self.k_blocks.clear();
-        self.k_groups.clear();
+        if !forms.q8_k {
+            self.k_blocks.clear();
+        }
+        if !forms.q8_k || !k.matmul_uses_k_groups() {
+            self.k_groups.clear();
+        }
         if forms.q8_k {
+            // Resized, not cleared first: every block is written below, and
+            // zeroing the whole buffer on one thread at every call was most
+            // of what kept a two-thread batch quantization from scaling.
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
             let (chunks, _) = x.as_chunks::<QK_K>();
             on.spread(&mut self.k_blocks, |range, part| {
@@ -500,10 +507,10 @@ impl QuantizedBatch {
         round_into(&mut self.bh, x, forms.bf16, round_bf16);
         self.rows = x.len() / cols;
         self.cols = cols;
-        self.pairs.clear();
-        self.groups.clear();
         if !forms.q8_0 {
             self.blocks.clear();
+            self.pairs.clear();
+            self.groups.clear();
             self.paired = false;
             return Ok(());
         }
@@ -514,6 +521,12 @@ impl QuantizedBatch {
             k.quantize_act(&chunks[range], part)
         });
         self.paired = k.matmul_uses_pairs();
+        if !self.paired {
+            self.pairs.clear();
+        }
+        if !k.matmul_uses_k_groups() {
+            self.groups.clear();
+        }
         if k.matmul_uses_k_groups() {
             let nb = cols / QK8_0;
             let blocks = &self.blocks;
@@ -529,12 +542,18 @@ impl QuantizedBatch {
             });
         }
         if self.paired {
+            // Pair `j` of row `r` is blocks `2j` and `2j + 1` of the row
+            // (an odd last block has no pair), built on every thread.
             let nb = cols / QK8_0;
-            for row in self.blocks.chunks_exact(nb) {
-                let (pairs, _) = row.as_chunks::<2>();
-                self.pairs
-                    .extend(pairs.iter().map(|[a, b]| PairBlock::new(a, b)));
-            }
+            let per_row = nb / 2;
+            let blocks = &self.blocks;
+            self.pairs.resize(self.rows * per_row, PairBlock::zeroed());
+            on.spread(&mut self.pairs, |range, part| {
+                for (i, p) in range.zip(part) {
+                    let at = i / per_row * nb + i % per_row * 2;
+                    *p = PairBlock::new(&blocks[at], &blocks[at + 1]);
+                }
+            });
         }
         Ok(())
     }
@@ -670,6 +689,58 @@ mod tests {
             xs.row_blocks(1),
             crate::quant::quantize_row_q8_0_even(&[1.0; 64]).unwrap()
         );
+    }
+
+    /// A batch quantized again and again (growing, shrinking, with other
+    /// forms) holds exactly what a fresh batch holds for the same input:
+    /// its buffers are resized, not cleared, so nothing of an earlier
+    /// batch may show through.
+    #[cfg_attr(miri, ignore = "safe code only, and slow under Miri")]
+    #[test]
+    fn a_reused_batch_equals_a_fresh_one() {
+        fn state(xs: &QuantizedBatch) -> Vec<u8> {
+            let mut out = Vec::new();
+            for i in 0..xs.rows() {
+                out.extend_from_slice(bytemuck::cast_slice(xs.act_row(i)));
+                out.extend_from_slice(bytemuck::cast_slice(xs.k_row(i)));
+                out.extend_from_slice(bytemuck::cast_slice(xs.pair_row(i).unwrap_or(&[])));
+            }
+            for g in 0..xs.rows() / GROUP_ROWS + 1 {
+                out.extend_from_slice(bytemuck::cast_slice(xs.group(g).unwrap_or(&[])));
+                for kg in xs.k_group(g).unwrap_or(&[]) {
+                    out.extend_from_slice(bytemuck::cast_slice(&kg.qs));
+                    out.extend_from_slice(bytemuck::cast_slice(&kg.bs32));
+                    out.extend_from_slice(bytemuck::cast_slice(&kg.bs16));
+                    out.extend_from_slice(bytemuck::cast_slice(&kg.d));
+                }
+            }
+            out.extend_from_slice(
+                format!("{:?} {} {}", xs.forms(), xs.rows(), xs.cols()).as_bytes(),
+            );
+            out
+        }
+        let mut reused = QuantizedBatch::new();
+        let steps = [
+            (17, 512, ActForms::ALL),
+            (9, 256, ActForms::Q8_K),
+            (24, 768, ActForms::Q8_0),
+            (3, 256, ActForms::ALL),
+            (16, 1024, ActForms::Q8_0.union(ActForms::Q8_K)),
+            (8, 256, ActForms::F16),
+            (11, 768, ActForms::ALL),
+        ];
+        for (n, (rows, cols, forms)) in steps.into_iter().enumerate() {
+            let x: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 31 + n * 7) % 97) as f32 / 9.0 - 5.0)
+                .collect();
+            reused.quantize_forms(&x, cols, forms).unwrap();
+            let mut fresh = QuantizedBatch::new();
+            fresh.quantize_forms(&x, cols, forms).unwrap();
+            assert!(
+                state(&reused) == state(&fresh),
+                "step {n}: {rows} x {cols}, {forms:?}"
+            );
+        }
     }
 
     #[test]
