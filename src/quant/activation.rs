@@ -25,7 +25,7 @@ use super::dot::{selected, Dispatch};
 use super::float::{round_bf16, round_f16};
 use super::kcommon::QK_K;
 use super::kgroup::{Q8Group, Q8KGroup, GROUP_ROWS};
-use super::q8_k::{quantize_block_q8_k, quantize_row_q8_k_into, BlockQ8K};
+use super::q8_k::BlockQ8K;
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
 /// One quantized activation block, laid out for the kernels.
@@ -323,7 +323,8 @@ impl QuantizedVector {
         self.k_blocks.clear();
         if forms.q8_k {
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
-            quantize_row_q8_k_into(x, &mut self.k_blocks)?;
+            let (chunks, _) = x.as_chunks::<QK_K>();
+            k.quantize_q8_k(chunks, &mut self.k_blocks);
         }
         round_into(&mut self.h, x, forms.f16, round_f16);
         round_into(&mut self.bh, x, forms.bf16, round_bf16);
@@ -483,9 +484,7 @@ impl QuantizedBatch {
             self.k_blocks.resize(x.len() / QK_K, BlockQ8K::zeroed());
             let (chunks, _) = x.as_chunks::<QK_K>();
             on.spread(&mut self.k_blocks, |range, part| {
-                for (b, c) in part.iter_mut().zip(&chunks[range]) {
-                    *b = quantize_block_q8_k(c);
-                }
+                k.quantize_q8_k(&chunks[range], part)
             });
             if k.matmul_uses_k_groups() {
                 let nb = cols / QK_K;

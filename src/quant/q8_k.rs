@@ -59,6 +59,16 @@ impl BlockQ8K {
 /// (the conversion to `i8` wraps, as C's does on every GGML target) and
 /// never panics.
 pub fn quantize_block_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
+    quantize_block_q8_k_inline(x)
+}
+
+/// [`quantize_block_q8_k`], inlined wherever it is called: the SIMD
+/// kernels compile this same code with their instruction sets enabled
+/// (`Dispatch::quantize_q8_k`), where the baseline build vectorizes it
+/// four lanes wide. The same operations in the same order, so the same
+/// bytes.
+#[inline(always)]
+pub(crate) fn quantize_block_q8_k_inline(x: &[f32; QK_K]) -> BlockQ8K {
     // GGML scans for `|x| > amax` value by value, a chain the compiler
     // cannot vectorize; this finds the same value in two vector passes: the
     // largest magnitude over eight independent lanes (`f32::max` ignores a
@@ -75,7 +85,14 @@ pub fn quantize_block_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
     if amax == 0.0 {
         return BlockQ8K::zeroed();
     }
-    let max = x.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
+    // The first value of that magnitude: sixteen at a time (a vector
+    // compare) until a chunk holds one, then the one in that chunk.
+    let (c16, _) = x.as_chunks::<16>();
+    let max = c16
+        .iter()
+        .find(|c| c.iter().fold(false, |hit, v| hit | (v.abs() == amax)))
+        .and_then(|c| c.iter().copied().find(|v| v.abs() == amax))
+        .unwrap_or(amax);
     let iscale = -127.0 / max;
     let mut qs = [0i8; QK_K];
     for (q, &v) in qs.iter_mut().zip(x) {

@@ -36,6 +36,7 @@ mod x86 {
     use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
     use crate::quant::q8_k::BlockQ8K;
+    use crate::quant::QK_K;
 
     /// Proof that the CPU has AVX2, FMA and F16C.
     #[derive(Clone, Copy, Debug)]
@@ -96,6 +97,13 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_quantize_matches_scalar
             unsafe { avx2::quantize_act(x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn quantize_q8_k(self, x: &[[f32; QK_K]], out: &mut [BlockQ8K]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::quantize_q8_k_is_the_portable_quantizer
+            unsafe { avx2::quantize_q8_k(x, out) }
         }
 
         #[inline]
@@ -276,6 +284,14 @@ mod x86 {
             // found every feature `dot_q8` enables. Checked by:
             // tests/prop_quant.rs::avx512vnni_dot_matches_scalar
             unsafe { avx512vnni::dot_q8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn quantize_q8_k(self, x: &[[f32; QK_K]], out: &mut [BlockQ8K]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::quantize_q8_k_is_the_portable_quantizer
+            unsafe { avx512vnni::quantize_q8_k(x, out) }
         }
 
         #[inline]

@@ -949,6 +949,30 @@ impl Dispatch {
         }
     }
 
+    /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte with every
+    /// kernel (the x86 ones compile the same code wider).
+    ///
+    /// # Panics
+    ///
+    /// If `x.len() != out.len()`.
+    #[inline]
+    pub(crate) fn quantize_q8_k(self, x: &[[f32; super::QK_K]], out: &mut [BlockQ8K]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.quantize_q8_k(x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.quantize_q8_k(x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().quantize_q8_k(x, out),
+            _ => {
+                assert_eq!(x.len(), out.len(), "quantize_q8_k: block counts differ");
+                for (o, c) in out.iter_mut().zip(x) {
+                    *o = super::q8_k::quantize_block_q8_k(c);
+                }
+            }
+        }
+    }
+
     /// See `scalar::dot_f32`.
     #[inline]
     pub(crate) fn dot_f32(self, w: &[f32], x: &[f32]) -> f32 {
@@ -1720,6 +1744,47 @@ mod tests {
                 let got = k.dot_q8_x4(&w, [&rows[0], &rows[1], &rows[2], &rows[3]]);
                 for (g, x) in got.iter().zip(&rows) {
                     prop_assert_eq!(g.to_bits(), k.dot_q8(&w, x).to_bits(), "{:?}", kernel);
+                }
+            });
+        }
+    }
+
+    /// Every kernel's Q8_K quantizer writes the portable quantizer's bytes,
+    /// for values of every magnitude, with ties for the largest magnitude
+    /// (of either sign), zeros, subnormals, infinities and NaNs mixed in.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; safe code only"
+    )]
+    #[test]
+    fn quantize_q8_k_is_the_portable_quantizer() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            8 => -1000.0f32..1000.0,
+            2 => -1.0f32..1.0,
+            1 => Just(0.0f32),
+            1 => Just(-0.0f32),
+            1 => Just(1e-40f32),
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NEG_INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(500.0f32),
+            1 => Just(-500.0f32),
+        ];
+        let blocks = (0usize..4)
+            .prop_flat_map(move |n| prop::collection::vec(value.clone(), n * crate::quant::QK_K));
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            proptest!(|(x in blocks.clone())| {
+                let (chunks, _) = x.as_chunks::<{ crate::quant::QK_K }>();
+                let mut got = vec![<BlockQ8K as bytemuck::Zeroable>::zeroed(); chunks.len()];
+                k.quantize_q8_k(chunks, &mut got);
+                for (g, c) in got.iter().zip(chunks) {
+                    let want = crate::quant::q8_k::quantize_block_q8_k(c);
+                    prop_assert!(
+                        bytemuck::bytes_of(g) == bytemuck::bytes_of(&want),
+                        "{:?}: {:?} vs {:?}", kernel, g, want
+                    );
                 }
             });
         }

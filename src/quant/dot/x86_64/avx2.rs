@@ -584,3 +584,18 @@ pub(super) fn hsum4_epi32(v: [__m256i; 4]) -> __m128i {
     let s = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s))
 }
+
+/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
+/// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
+/// instruction set, so its loops vectorize at this width.
+///
+/// # Panics
+///
+/// If `x.len() != out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K]) {
+    assert_eq!(x.len(), out.len(), "quantize_q8_k: block counts differ");
+    for (o, c) in out.iter_mut().zip(x) {
+        *o = crate::quant::q8_k::quantize_block_q8_k_inline(c);
+    }
+}

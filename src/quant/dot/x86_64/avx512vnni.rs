@@ -1170,3 +1170,18 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
+
+/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
+/// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
+/// instruction set, so its loops vectorize at this width.
+///
+/// # Panics
+///
+/// If `x.len() != out.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K]) {
+    assert_eq!(x.len(), out.len(), "quantize_q8_k: block counts differ");
+    for (o, c) in out.iter_mut().zip(x) {
+        *o = crate::quant::q8_k::quantize_block_q8_k_inline(c);
+    }
+}
