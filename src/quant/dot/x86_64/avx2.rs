@@ -286,14 +286,7 @@ pub(crate) fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn weighted_sum_f16(out: &mut [f32], ps: &[f32], v: &[f16], stride: usize) {
     let hd = out.len();
-    if let Some(last) = ps.len().checked_sub(1) {
-        assert!(
-            last.checked_mul(stride)
-                .and_then(|a| a.checked_add(hd))
-                .is_some_and(|e| e <= v.len()),
-            "weighted_sum_f16: rows run past the values"
-        );
-    }
+    check_rows(ps.len(), stride, hd, v.len());
     out.fill(0.0);
     let (o32, _) = out.as_chunks_mut::<32>();
     for (c, oc) in o32.iter_mut().enumerate() {
@@ -318,6 +311,20 @@ pub(crate) fn weighted_sum_f16(out: &mut [f32], ps: &[f32], v: &[f16], stride: u
     }
 }
 
+/// Panics unless `n` rows of `hd` values, `stride` apart, lie within
+/// `len` values (the weighted sums' bounds, checked once up front).
+#[inline]
+pub(super) fn check_rows(n: usize, stride: usize, hd: usize, len: usize) {
+    if let Some(last) = n.checked_sub(1) {
+        assert!(
+            last.checked_mul(stride)
+                .and_then(|a| a.checked_add(hd))
+                .is_some_and(|e| e <= len),
+            "weighted_sum_f16: rows run past the values"
+        );
+    }
+}
+
 /// [`weighted_sum_f16`] for two weight vectors over the same rows:
 /// `out[h] = sum_t ps[h][t] * row_t`, each bit for bit what
 /// `weighted_sum_f16(out[h], ps[h], v, stride)` writes, widening each row
@@ -336,14 +343,7 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         o1.len() == hd && ps[1].len() == n,
         "weighted_sum_f16: shapes differ"
     );
-    if let Some(last) = n.checked_sub(1) {
-        assert!(
-            last.checked_mul(stride)
-                .and_then(|a| a.checked_add(hd))
-                .is_some_and(|e| e <= v.len()),
-            "weighted_sum_f16: rows run past the values"
-        );
-    }
+    check_rows(n, stride, hd, v.len());
     let done = hd / 32 * 32;
     for c in 0..hd / 32 {
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];

@@ -361,14 +361,7 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         o1.len() == hd && ps[1].len() == n,
         "weighted_sum_f16: shapes differ"
     );
-    if let Some(last) = n.checked_sub(1) {
-        assert!(
-            last.checked_mul(stride)
-                .and_then(|a| a.checked_add(hd))
-                .is_some_and(|e| e <= v.len()),
-            "weighted_sum_f16: rows run past the values"
-        );
-    }
+    super::avx2::check_rows(n, stride, hd, v.len());
     let mut at = 0;
     while at + 64 <= hd {
         weighted_pass_x2::<4>([o0, o1], ps, v, stride, at);
