@@ -342,7 +342,9 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
     super::avx2::finish_f16_x2([split(acc[0]), split(acc[1])], [a_rest, b_rest], k_rest)
 }
 
-/// `avx2::weighted_sum_f16_x2` at 512 bits, bit for bit: every output lane
+/// `avx2::weighted_sum_f16_x2` at 512 bits, bit for bit (NaN payloads
+/// aside: which of two NaN operands an add keeps is the compiler's
+/// choice, as for every kernel here): every output lane
 /// is still `acc + p * v` (a multiply, then an add) row after row from
 /// zero, 64 values of each output per pass over the rows instead of 32, so
 /// a head of 128 takes two passes over its rows, not four. The values past
