@@ -575,6 +575,7 @@ fn run(model: &Qwen3<'_>, u: &mut Unstructured<'_>) {
         } else {
             KvDtype::F16
         },
+        huge_pages: u.arbitrary().unwrap_or(false),
     };
     if opts.max_positions == 0 && model.config.context > 64 {
         // The default capacity (up to 4096 positions) is fine but slow here.
