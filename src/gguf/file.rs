@@ -38,9 +38,20 @@ impl Storage {
     }
 }
 
-/// Files from this size up are read into huge-page-advised memory.
+/// Files from this size up are read into huge-page-advised memory (and
+/// KV caches from this size up may take it, `model::kv_cache`).
 #[cfg(all(target_os = "linux", not(miri)))]
-const HUGE_PAGE: usize = 2 << 20;
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// `len` bytes of zeroed anonymous memory advised to use transparent huge
+/// pages (`MADV_HUGEPAGE`), or `None` if the map fails. The advice is only
+/// advice: without huge pages the memory still works.
+#[cfg(all(target_os = "linux", not(miri)))]
+pub(crate) fn huge_page_map(len: usize) -> Option<memmap2::MmapMut> {
+    let map = memmap2::MmapOptions::new().len(len).map_anon().ok()?;
+    let _ = map.advise(memmap2::Advice::HugePage);
+    Some(map)
+}
 
 /// A validated GGUF file that owns its bytes.
 ///
@@ -139,9 +150,7 @@ impl GgufFile {
         })?;
         #[cfg(all(target_os = "linux", not(miri)))]
         if len >= HUGE_PAGE {
-            if let Ok(mut map) = memmap2::MmapOptions::new().len(len).map_anon() {
-                // Advice only: without huge pages the copy still works.
-                let _ = map.advise(memmap2::Advice::HugePage);
+            if let Some(mut map) = huge_page_map(len) {
                 file.read_exact(&mut map).map_err(io)?;
                 let map = map.make_read_only().map_err(io)?;
                 return Self::validated(Storage::Anonymous(map), path);

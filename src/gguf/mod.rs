@@ -39,7 +39,7 @@
 #![doc = include_str!("SPEC.md")]
 
 mod error;
-mod file;
+pub(crate) mod file;
 mod parse;
 mod reader;
 mod types;

@@ -76,11 +76,8 @@ pub(crate) fn try_filled<T: Clone>(
     Ok(v)
 }
 
-/// Bytes from which a cache's buffers are advised to use huge pages.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// `len` zeros of `T`: if `huge`, and on Linux for [`HUGE_PAGE`] bytes or
-/// more, in anonymous memory advised to use transparent huge pages
+/// `len` zeros of `T`: if `huge`, and on Linux for 2 MiB or more, in
+/// anonymous memory advised to use transparent huge pages
 /// (`MADV_HUGEPAGE`), else a `Vec`.
 ///
 /// After a long prompt a decode step's attention reads tens of MB of
@@ -104,10 +101,8 @@ impl<T: bytemuck::Pod> ZeroedBuf<T> {
     fn new(len: usize, huge: bool, what: impl Fn() -> String) -> Result<Self, ModelError> {
         let bytes = len.saturating_mul(core::mem::size_of::<T>());
         #[cfg(all(target_os = "linux", not(miri)))]
-        if huge && bytes >= HUGE_PAGE {
-            if let Ok(map) = memmap2::MmapOptions::new().len(bytes).map_anon() {
-                // Advice only: without huge pages the memory still works.
-                let _ = map.advise(memmap2::Advice::HugePage);
+        if huge && bytes >= crate::gguf::file::HUGE_PAGE {
+            if let Some(map) = crate::gguf::file::huge_page_map(bytes) {
                 return Ok(ZeroedBuf::Huge(map, core::marker::PhantomData));
             }
         }

@@ -525,8 +525,7 @@ impl QuantizedBatch {
         }
         if !k.matmul_uses_k_groups() {
             self.groups.clear();
-        }
-        if k.matmul_uses_k_groups() {
+        } else {
             let nb = cols / QK8_0;
             let blocks = &self.blocks;
             let groups = blocks.len() / (GROUP_ROWS * nb) * nb;
