@@ -97,6 +97,58 @@ fn simd_parallel_and_pool_are_byte_identical_at_every_thread_count() {
     }
 }
 
+/// Past 256 positions attention splits each head's positions into parts
+/// that run as separate tasks and merge in a fixed order: every backend
+/// and thread count, decode and prefill (in chunks that cross the part
+/// boundary), still gives the same bytes, for both cache types.
+#[test]
+fn long_contexts_split_by_position_are_byte_identical_everywhere() {
+    let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let model = Qwen3::load(&gguf).unwrap();
+    let vocab = model.config.vocab as u32;
+    let prompt: Vec<u32> = (0..264u32).map(|i| (i * 7919 + 13) % vocab).collect();
+    let run = |b: &AnyBackend, kv, prefill: bool| {
+        let opts = SessionOptions {
+            max_positions: 272,
+            kv,
+            ..SessionOptions::default()
+        };
+        let mut s = Session::new(&model, b, opts).unwrap();
+        let mut out = Vec::new();
+        if prefill {
+            out.extend(s.prefill_all(&prompt).unwrap().iter().map(|v| v.to_bits()));
+        } else {
+            for &t in &prompt {
+                out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+            }
+        }
+        let mut t = argmax(s.logits());
+        for _ in 0..6 {
+            let l = s.decode(t).unwrap();
+            t = argmax(l);
+            out.extend(l.iter().map(|v| v.to_bits()));
+        }
+        out
+    };
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        let want = run(&AnyBackend::new("simd", 1).unwrap(), kv, false);
+        assert!(
+            run(&AnyBackend::new("simd", 1).unwrap(), kv, true) == want,
+            "simd prefill ({kv}) differs from decode"
+        );
+        for (name, threads) in [("pool", 1), ("pool", 2), ("pool", 5), ("parallel", 3)] {
+            let b = AnyBackend::new(name, threads).unwrap();
+            for prefill in [false, true] {
+                assert!(
+                    run(&b, kv, prefill) == want,
+                    "{name} x{threads} (prefill {prefill}, {kv}) differs from simd"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn scalar_is_close_to_simd() {
     let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();

@@ -134,7 +134,7 @@ pub trait Backend: Send + Sync {
     }
 
     /// Runs `f(i, &mut items[i])` for every item: the decode fan-out (one
-    /// item per attention head).
+    /// item per attention part: a key/value head's run of positions).
     fn for_each_mut<T, F>(&self, items: &mut [T], f: F)
     where
         T: Send,

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use half::f16;
 
-use super::ops::KvRows;
+use super::attention::KvRows;
 use super::ModelError;
 
 /// The element type of the KV cache.

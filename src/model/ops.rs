@@ -1,6 +1,5 @@
-//! The element-wise steps of the forward pass: RMSNorm, RoPE, softmax,
-//! SwiGLU, and the attention of one key/value head's group of query heads
-//! that every backend fans out.
+//! The element-wise steps of the forward pass: RMSNorm, RoPE, softmax and
+//! SwiGLU (attention, which every backend fans out, is `attention`).
 //!
 //! They are small next to the products (a few thousand values per token):
 //! each call runs on one thread (a prefill fans its rows out over the
@@ -11,9 +10,6 @@
 //! logits stay close to llama.cpp's.
 
 use half::f16;
-
-use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
-use crate::unsafe_core::prefetch::prefetch_read;
 
 /// `out = x / rms(x) * w`, with `rms(x) = sqrt(mean(x^2) + eps)`.
 ///
@@ -190,8 +186,10 @@ pub(crate) fn round_f16(x: &mut [f32]) {
     }
 }
 
-/// In-place softmax of `x`, with the normalizer summed in `f64`.
-pub(crate) fn softmax(x: &mut [f32]) {
+/// In-place softmax of `x`, with the normalizer summed in `f64`; returns
+/// the largest value and that normalizer (the sum of `exp(x - max)`), with
+/// which attention merges the softmaxes of its parts.
+pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     // Two passes: the first vectorizes, the second keeps the sum's order.
     for v in x.iter_mut() {
@@ -202,157 +200,7 @@ pub(crate) fn softmax(x: &mut [f32]) {
     for v in x.iter_mut() {
         *v *= inv;
     }
-}
-
-/// One layer's cached keys or values, head after head (`positions x
-/// head_dim` values each, `head_stride` apart), in the cache's element
-/// type.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum KvRows<'a> {
-    F16(&'a [f16]),
-    F32(&'a [f32]),
-}
-
-/// Everything one attention head needs beside its scratch space.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HeadJob<'a> {
-    /// The layer's cached keys.
-    pub k: KvRows<'a>,
-    /// The layer's cached values, laid out as the keys.
-    pub v: KvRows<'a>,
-    /// Values from one key/value head's first row to the next head's.
-    pub head_stride: usize,
-    /// Width of a head.
-    pub head_dim: usize,
-    /// `1 / sqrt(head_dim)`.
-    pub scale: f32,
-    /// Round the query and the softmax weights to `f16` before they meet
-    /// the `f16` cache, as GGML does (true with an `f16` cache).
-    pub round: bool,
-    /// The dot kernel.
-    pub dot: Dispatch,
-}
-
-/// Scratch space of one key/value head's group of query heads, allocated
-/// once per session.
-#[derive(Clone, Debug)]
-pub(crate) struct GroupScratch {
-    /// The group's queries in, its outputs out (`group * head_dim` values,
-    /// query head after query head).
-    pub q: Vec<f32>,
-    pub out: Vec<f32>,
-    /// Attention weights over the positions, `group` rows of `capacity`.
-    scores: Vec<f32>,
-    capacity: usize,
-}
-
-impl GroupScratch {
-    /// # Errors
-    ///
-    /// [`ModelError::Options`](super::ModelError::Options) if the
-    /// attention weights of `capacity` positions cannot be allocated.
-    pub(crate) fn new(
-        group: usize,
-        head_dim: usize,
-        capacity: usize,
-    ) -> Result<Self, super::ModelError> {
-        let scores = super::kv_cache::try_filled(group.saturating_mul(capacity), 0.0, || {
-            format!("attention weights over {capacity} positions")
-        })?;
-        Ok(Self {
-            q: vec![0.0; group * head_dim],
-            out: vec![0.0; group * head_dim],
-            scores,
-            capacity,
-        })
-    }
-}
-
-/// Causal attention of the query heads of key/value head `kv` (query heads
-/// `kv * group..(kv + 1) * group`) over cached positions `0..n_pos`: for
-/// each, `out = softmax(q . k_t * scale) . v_t`, reading the queries from
-/// `s.q` and leaving the results in `s.out`.
-///
-/// The group's heads share their keys and values, so each cached row is
-/// read from memory once for all of them: the scores of every head are
-/// computed position by position, while the key row is in L1. Each head's
-/// arithmetic is the same as if it ran alone (the same kernels, in the same
-/// order), so the result does not depend on how heads are grouped or which
-/// thread runs them.
-pub(crate) fn attend_group(job: &HeadJob<'_>, kv: usize, n_pos: usize, s: &mut GroupScratch) {
-    let hd = job.head_dim;
-    let cap = s.capacity;
-    let start = kv * job.head_stride;
-    if job.round {
-        round_f16(&mut s.q);
-    }
-    // The cache is read in place: `f16` rows are widened inside the
-    // kernels, never copied (a prefill would otherwise convert every row
-    // once per later token).
-    let row = |t: usize| start + t * hd..start + (t + 1) * hd;
-    let queries = s.q.chunks_exact(hd).enumerate();
-    match job.k {
-        KvRows::F16(k) => {
-            // Two query heads per key/value head (Qwen3-0.6B and 1.7B):
-            // each key row is widened once for both.
-            let two = s.q.len() == 2 * hd;
-            for t in 0..n_pos {
-                let kr = &k[row(t)];
-                // The key row `KV_PREFETCH_ROWS` positions on (a hint:
-                // past the cached rows it reads nothing).
-                for line in (0..2 * hd).step_by(64) {
-                    prefetch_read(kr, KV_PREFETCH_ROWS * 2 * hd + line);
-                }
-                if two {
-                    let (q0, q1) = s.q.split_at(hd);
-                    let [a, b] = job.dot.dot_f16_x2([q0, q1], kr);
-                    s.scores[t] = a * job.scale;
-                    s.scores[cap + t] = b * job.scale;
-                } else {
-                    for (h, q) in queries.clone() {
-                        s.scores[h * cap + t] = job.dot.dot_f16(q, kr) * job.scale;
-                    }
-                }
-            }
-        }
-        KvRows::F32(k) => {
-            for t in 0..n_pos {
-                let kr = &k[row(t)];
-                for (h, q) in queries.clone() {
-                    s.scores[h * cap + t] = job.dot.dot_f32(q, kr) * job.scale;
-                }
-            }
-        }
-    }
-    for scores in s.scores.chunks_exact_mut(cap) {
-        let scores = &mut scores[..n_pos];
-        softmax(scores);
-        if job.round {
-            round_f16(scores);
-        }
-    }
-    if let (KvRows::F16(v), true) = (job.v, s.q.len() == 2 * hd) {
-        // Two query heads: each value row is widened once for both.
-        let (o0, o1) = s.out.split_at_mut(hd);
-        let (p0, p1) = s.scores.split_at(cap);
-        let ps = [&p0[..n_pos], &p1[..n_pos]];
-        job.dot.weighted_sum_f16_x2([o0, o1], ps, &v[start..], hd);
-        return;
-    }
-    for (scores, out) in s.scores.chunks_exact(cap).zip(s.out.chunks_exact_mut(hd)) {
-        let scores = &scores[..n_pos];
-        match job.v {
-            KvRows::F16(v) => job.dot.weighted_sum_f16(out, scores, &v[start..], hd),
-            KvRows::F32(v) => {
-                out.fill(0.0);
-                for (t, &p) in scores.iter().enumerate() {
-                    for (o, &x) in out.iter_mut().zip(&v[row(t)]) {
-                        *o += p * x;
-                    }
-                }
-            }
-        }
-    }
+    (max, sum)
 }
 
 #[cfg(test)]
@@ -446,71 +294,5 @@ mod tests {
         assert_eq!(exp(88.1), f32::INFINITY);
         assert_eq!(exp(f32::INFINITY), f32::INFINITY);
         assert!(exp(f32::NAN).is_nan());
-    }
-
-    /// Attention scores `q . k * scale` of 200 and 197.5: far past where
-    /// `exp` overflows in `f32`, as a head with large QK-norm weights gets.
-    /// The weights are softmax([200, 197.5]) = [1 / (1 + e^-2.5), e^-2.5 /
-    /// (1 + e^-2.5)], in both cache types (every input is exact in `f16`).
-    #[test]
-    fn attention_with_scores_past_exp_overflow() {
-        let q = [10.0f32; 4];
-        // One kv head of width 4, two positions.
-        let k = [10.0f32, 10.0, 10.0, 10.0, 9.875, 9.875, 9.875, 9.875];
-        let v = [1.0f32, 0.0, 2.0, 4.0, 0.0, 1.0, 2.0, -4.0];
-        let w1 = (-2.5f64).exp() / (1.0 + (-2.5f64).exp());
-        let w0 = 1.0 - w1;
-        let want: Vec<f64> = (0..4)
-            .map(|i| w0 * f64::from(v[i]) + w1 * f64::from(v[4 + i]))
-            .collect();
-        let (k16, v16): (Vec<f16>, Vec<f16>) = (
-            k.iter().map(|&x| f16::from_f32(x)).collect(),
-            v.iter().map(|&x| f16::from_f32(x)).collect(),
-        );
-        for (kr, vr, round, tol) in [
-            (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
-            // The weights rounded to f16 as GGML rounds them.
-            (KvRows::F16(&k16), KvRows::F16(&v16), true, 1e-2),
-        ] {
-            let job = HeadJob {
-                k: kr,
-                v: vr,
-                head_stride: 8,
-                head_dim: 4,
-                scale: 0.5,
-                round,
-                dot: Dispatch::Scalar,
-            };
-            let mut s = GroupScratch::new(1, 4, 2).unwrap();
-            s.q.copy_from_slice(&q);
-            attend_group(&job, 0, 2, &mut s);
-            for (i, (&got, &w)) in s.out.iter().zip(&want).enumerate() {
-                assert!(
-                    got.is_finite() && (f64::from(got) - w).abs() < tol,
-                    "round {round}: out[{i}] = {got}, want {w}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn attention_over_one_position_returns_its_value() {
-        let k = [0.5f32; 8];
-        let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
-        let job = HeadJob {
-            k: KvRows::F32(&k),
-            v: KvRows::F32(&v),
-            head_stride: 4,
-            head_dim: 4,
-            scale: 0.5,
-            round: false,
-            dot: Dispatch::Scalar,
-        };
-        let mut s = GroupScratch::new(2, 4, 4).unwrap();
-        s.q.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0]);
-        // Two kv heads of one position each (capacity 1, so 4 values apart):
-        // heads 2 and 3 read kv head 1, values 4..8.
-        attend_group(&job, 1, 1, &mut s);
-        assert_eq!(s.out, [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]);
     }
 }

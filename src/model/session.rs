@@ -5,8 +5,9 @@ use crate::backend::{dispatch_of, Backend};
 use crate::matvec::Weight;
 use crate::quant::{QuantizedBatch, QuantizedVector};
 
+use super::attention::{self, HeadJob, Partial, Scores};
 use super::kv_cache::{KvCache, KvDtype};
-use super::ops::{self, attend_group, GroupScratch, HeadJob, RopeAngles};
+use super::ops::{self, RopeAngles};
 use super::trace::{Laps, Op, Trace};
 use super::{ModelError, ModelRef, Qwen3};
 
@@ -89,8 +90,9 @@ struct State<B> {
     xn: Vec<f32>,
     xq: QuantizedVector,
     qkv: Vec<f32>,
-    /// One per key/value head.
-    groups: Vec<GroupScratch>,
+    /// Decode attention's tasks: for each key/value head, one per part of
+    /// the longest context the cache holds.
+    parts: Vec<PartTask>,
     attn: Vec<f32>,
     tmp: Vec<f32>,
     gu: Vec<f32>,
@@ -116,9 +118,50 @@ struct BatchScratch {
     /// RoPE angles of the chunk's positions, one row per token.
     cos: Vec<f32>,
     sin: Vec<f32>,
-    /// Per key/value head: its group's scratch and its outputs for the
-    /// chunk's tokens (`group * head_dim` values per token).
-    groups: Vec<(GroupScratch, Vec<f32>)>,
+    /// Attention's tasks: for each key/value head, one per
+    /// [`PREFILL_TILE`] tokens of the chunk.
+    tiles: Vec<TileTask>,
+}
+
+/// Tokens of a prefill chunk in one attention task (of one key/value
+/// head). Causal attention makes a chunk's later tokens the costlier, so
+/// a chunk's tokens are cut into several tasks for the threads to balance:
+/// eight per key/value head in a chunk of [`PREFILL_CHUNK`].
+const PREFILL_TILE: usize = 16;
+
+/// One decode attention task: a part of one key/value head's positions.
+#[derive(Clone, Debug)]
+struct PartTask {
+    scores: Scores,
+    part: Partial,
+}
+
+/// One prefill attention task: one key/value head's attention for up to
+/// [`PREFILL_TILE`] tokens, each token's parts run in order.
+#[derive(Debug)]
+struct TileTask {
+    /// The current token's queries of the group.
+    q: Vec<f32>,
+    scores: Scores,
+    /// As many as the longest context has parts.
+    parts: Vec<Partial>,
+    /// The tile's outputs, `group * head_dim` values per token.
+    out: Vec<f32>,
+}
+
+/// Decode's attention tasks: `kv_heads` runs of one per part of a full
+/// cache of `capacity` positions.
+fn part_tasks(c: &super::Qwen3Config, capacity: usize) -> Result<Vec<PartTask>, ModelError> {
+    let group = c.heads / c.kv_heads;
+    let task = PartTask {
+        scores: Scores::new(group),
+        part: Partial::new(group, c.head_dim),
+    };
+    super::kv_cache::try_filled(
+        c.kv_heads.saturating_mul(attention::parts(capacity)),
+        task,
+        || format!("attention scratch for {capacity} positions"),
+    )
 }
 
 impl BatchScratch {
@@ -139,11 +182,20 @@ impl BatchScratch {
             up: vec![0.0; n * f],
             cos: vec![0.0; n * half],
             sin: vec![0.0; n * half],
-            groups: (0..c.kv_heads)
+            tiles: (0..c.kv_heads * n.div_ceil(PREFILL_TILE))
                 .map(|_| {
-                    let g = c.heads / c.kv_heads;
-                    let s = GroupScratch::new(g, c.head_dim, capacity)?;
-                    Ok((s, vec![0.0; n * g * c.head_dim]))
+                    let (g, hd) = (c.heads / c.kv_heads, c.head_dim);
+                    let parts = super::kv_cache::try_filled(
+                        attention::parts(capacity),
+                        Partial::new(g, hd),
+                        || format!("attention scratch for {capacity} positions"),
+                    )?;
+                    Ok(TileTask {
+                        q: vec![0.0; g * hd],
+                        scores: Scores::new(g),
+                        parts,
+                        out: vec![0.0; PREFILL_TILE * g * hd],
+                    })
                 })
                 .collect::<Result<_, ModelError>>()?,
         })
@@ -287,9 +339,7 @@ impl<B: Backend> State<B> {
             xn: vec![0.0; c.hidden],
             xq: QuantizedVector::with_capacity(widest),
             qkv: vec![0.0; c.q_dim() + 2 * c.kv_dim()],
-            groups: (0..c.kv_heads)
-                .map(|_| GroupScratch::new(c.heads / c.kv_heads, c.head_dim, capacity))
-                .collect::<Result<_, _>>()?,
+            parts: part_tasks(c, capacity)?,
             attn: vec![0.0; c.q_dim()],
             tmp: vec![0.0; c.hidden],
             gu: vec![0.0; 2 * c.ffn],
@@ -352,10 +402,6 @@ impl<B: Backend> State<B> {
                 ops::rms_norm_in_place(head, &lw.q_norm, c.rms_eps);
                 self.rope.rotate(head);
             }
-            let gw = qd / c.kv_heads;
-            for (qg, s) in q.chunks_exact(gw).zip(&mut self.groups) {
-                s.q.copy_from_slice(qg);
-            }
             lap.lap(Op::QkNormRope);
             let (kc, vc) = self.cache.layer(l, pos + 1);
             let job = HeadJob {
@@ -367,10 +413,19 @@ impl<B: Backend> State<B> {
                 round: self.cache.dtype() == KvDtype::F16,
                 dot,
             };
-            self.backend
-                .for_each_mut(&mut self.groups, |g, s| attend_group(&job, g, pos + 1, s));
-            for (out, s) in self.attn.chunks_exact_mut(gw).zip(&self.groups) {
-                out.copy_from_slice(&s.out);
+            attention::prepare_queries(&job, q);
+            let (q, gw, n_pos) = (&*q, qd / c.kv_heads, pos + 1);
+            // One task per (key/value head, part), parts in position order.
+            let np = attention::parts(n_pos);
+            let tasks = &mut self.parts[..c.kv_heads * np];
+            self.backend.for_each_mut(tasks, |i, t| {
+                let (g, part) = (i / np, i % np);
+                let range = attention::part_range(part, n_pos);
+                let qg = &q[g * gw..(g + 1) * gw];
+                attention::attend_part(&job, g, qg, range, &mut t.scores, &mut t.part);
+            });
+            for (out, tasks) in self.attn.chunks_exact_mut(gw).zip(tasks.chunks_exact(np)) {
+                attention::merge(tasks.iter().map(|t| &t.part), hd, out);
             }
             lap.lap(Op::Attention);
             self.backend
@@ -542,18 +597,29 @@ impl<B: Backend> State<B> {
             };
             let q = &*q;
             let gw = qd / c.kv_heads;
-            // One task per key/value head, over the chunk's tokens in order.
-            b.for_each_mut(&mut bs.groups, |g, (s, out)| {
-                for (i, o) in out[..m * gw].chunks_exact_mut(gw).enumerate() {
-                    let at = i * qd + g * gw;
-                    s.q.copy_from_slice(&q[at..at + gw]);
-                    attend_group(&job, g, p0 + i + 1, s);
-                    o.copy_from_slice(&s.out);
+            // One task per (key/value head, tile of tokens), each token's
+            // attention as decode runs it.
+            let tiles = m.div_ceil(PREFILL_TILE);
+            let tasks = &mut bs.tiles[..c.kv_heads * tiles];
+            b.for_each_chunk(tasks, 1, |i, task| {
+                let t = &mut task[0];
+                let (g, tile) = (i / tiles, i % tiles);
+                let first = tile * PREFILL_TILE;
+                let n = PREFILL_TILE.min(m - first);
+                for (j, o) in t.out[..n * gw].chunks_exact_mut(gw).enumerate() {
+                    let at = (first + j) * qd + g * gw;
+                    t.q.copy_from_slice(&q[at..at + gw]);
+                    attention::prepare_queries(&job, &mut t.q);
+                    let n_pos = p0 + first + j + 1;
+                    attention::attend(&job, g, &t.q, n_pos, &mut t.scores, &mut t.parts, o);
                 }
             });
-            for (g, (_, out)) in bs.groups.iter().enumerate() {
-                for (i, o) in out[..m * gw].chunks_exact(gw).enumerate() {
-                    let at = i * qd + g * gw;
+            for (i, t) in tasks.iter().enumerate() {
+                let (g, tile) = (i / tiles, i % tiles);
+                let first = tile * PREFILL_TILE;
+                let n = PREFILL_TILE.min(m - first);
+                for (j, o) in t.out[..n * gw].chunks_exact(gw).enumerate() {
+                    let at = (first + j) * qd + g * gw;
                     attn[at..at + gw].copy_from_slice(o);
                 }
             }

@@ -92,7 +92,7 @@ use crate::unsafe_core::simd::{NeonDotToken, NeonToken};
 pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 
 /// How many cached positions ahead decode attention asks for the key and
-/// value rows it will read (`model::ops::attend_group`,
+/// value rows it will read (`model::attention::attend_part`,
 /// `weighted_sum_f16_x2`). A head's rows are contiguous, but after a
 /// 511-token prompt a Qwen3-0.6B decode step reads 58.6 MB of them from
 /// memory with little arithmetic per row, and with the hardware

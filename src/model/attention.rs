@@ -1,0 +1,425 @@
+//! Causal attention over the KV cache, split by position.
+//!
+//! A query's positions are cut into parts of [`PART`] positions, fixed by
+//! the position alone. Each part is attended on its own (a softmax over
+//! its own scores, a weighted sum of its own values) and leaves its
+//! result with the largest score and the sum of the exponentials; the
+//! parts are then merged in order: part `c`'s result is weighted by
+//! `exp(max_c - max) * sum_c`, normalized over the parts.
+//!
+//! Why parts: a decode step's attention is one task per key/value head
+//! otherwise, eight for Qwen3-0.6B, so a machine with more threads than
+//! that left the rest idle while a long context was read. With parts a
+//! head's positions spread over the threads too. The cut depends on
+//! nothing but the position, never on the thread count, and the merge
+//! runs in a fixed order, so every thread count gives the same bits; and
+//! a prefill runs each token's attention through the same parts and
+//! merge, so it gives decode's bits.
+//!
+//! A query with at most [`PART`] positions has one part, whose result is
+//! the output as it is: the softmax and the weighted sum of the whole
+//! context, with no merge.
+
+use std::ops::Range;
+
+use half::f16;
+
+use super::ops::{exp, round_f16, softmax};
+use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
+use crate::unsafe_core::prefetch::prefetch_read;
+
+/// Positions per part. A part's scores (two query heads of 256 `f32`)
+/// stay in L1 while its values are summed, and a 511-token context gives
+/// two parts per key/value head (16 tasks for Qwen3-0.6B's eight heads).
+pub(crate) const PART: usize = 256;
+
+/// Parts of a query that sees `n_pos` positions.
+pub(crate) fn parts(n_pos: usize) -> usize {
+    n_pos.div_ceil(PART)
+}
+
+/// The positions of part `c` of a query that sees `n_pos` positions.
+pub(crate) fn part_range(c: usize, n_pos: usize) -> Range<usize> {
+    c * PART..((c + 1) * PART).min(n_pos)
+}
+
+/// One layer's cached keys or values, head after head (`positions x
+/// head_dim` values each, `head_stride` apart), in the cache's element
+/// type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KvRows<'a> {
+    F16(&'a [f16]),
+    F32(&'a [f32]),
+}
+
+/// Everything one attention head needs beside its scratch space.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeadJob<'a> {
+    /// The layer's cached keys.
+    pub k: KvRows<'a>,
+    /// The layer's cached values, laid out as the keys.
+    pub v: KvRows<'a>,
+    /// Values from one key/value head's first row to the next head's.
+    pub head_stride: usize,
+    /// Width of a head.
+    pub head_dim: usize,
+    /// `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Round the query and the softmax weights to `f16` before they meet
+    /// the `f16` cache, as GGML does (true with an `f16` cache).
+    pub round: bool,
+    /// The dot kernel.
+    pub dot: Dispatch,
+}
+
+/// The result of one part for one key/value head's group of query heads.
+#[derive(Clone, Debug)]
+pub(crate) struct Partial {
+    /// The part's output per query head (`group * head_dim` values): its
+    /// values weighted by its own softmax.
+    pub out: Vec<f32>,
+    /// Per query head: the part's largest score, and the sum (in `f64`,
+    /// as every softmax normalizer here) of `exp(score - max)`.
+    max: Vec<f32>,
+    sum: Vec<f64>,
+}
+
+impl Partial {
+    pub(crate) fn new(group: usize, head_dim: usize) -> Self {
+        Self {
+            out: vec![0.0; group * head_dim],
+            max: vec![0.0; group],
+            sum: vec![0.0; group],
+        }
+    }
+}
+
+/// Scores of one part: `group` rows of [`PART`].
+#[derive(Clone, Debug)]
+pub(crate) struct Scores(Vec<f32>);
+
+impl Scores {
+    pub(crate) fn new(group: usize) -> Self {
+        Self(vec![0.0; group * PART])
+    }
+}
+
+/// Rounds a group's queries to `f16` where the job says so, once before
+/// its parts read them.
+pub(crate) fn prepare_queries(job: &HeadJob<'_>, q: &mut [f32]) {
+    if job.round {
+        round_f16(q);
+    }
+}
+
+/// Attention of the query heads of key/value head `kv` (queries `q`,
+/// `group * head_dim` values, already through [`prepare_queries`]) over
+/// the cached positions `range` (at most [`PART`]), into `p`.
+///
+/// The group's heads share their keys and values, so each cached row is
+/// read from memory once for all of them. Each head's arithmetic is the
+/// same as if it ran alone (the same kernels, in the same order), so the
+/// result does not depend on how heads are grouped or which thread runs
+/// them.
+///
+/// # Panics
+///
+/// If `range` is empty or longer than [`PART`], or the shapes disagree.
+pub(crate) fn attend_part(
+    job: &HeadJob<'_>,
+    kv: usize,
+    q: &[f32],
+    range: Range<usize>,
+    scores: &mut Scores,
+    p: &mut Partial,
+) {
+    let hd = job.head_dim;
+    let n = range.len();
+    assert!(n > 0 && n <= PART, "attention part of {n} positions");
+    let start = kv * job.head_stride + range.start * hd;
+    // The cache is read in place: `f16` rows are widened inside the
+    // kernels, never copied (a prefill would otherwise convert every row
+    // once per later token).
+    let row = |t: usize| start + t * hd..start + (t + 1) * hd;
+    let queries = q.chunks_exact(hd).enumerate();
+    let s = &mut scores.0;
+    match job.k {
+        KvRows::F16(k) => {
+            // Two query heads per key/value head (Qwen3-0.6B and 1.7B):
+            // each key row is widened once for both.
+            let two = q.len() == 2 * hd;
+            for t in 0..n {
+                let kr = &k[row(t)];
+                // The key row `KV_PREFETCH_ROWS` positions on (a hint:
+                // past the cached rows it reads nothing).
+                for line in (0..2 * hd).step_by(64) {
+                    prefetch_read(kr, KV_PREFETCH_ROWS * 2 * hd + line);
+                }
+                if two {
+                    let (q0, q1) = q.split_at(hd);
+                    let [a, b] = job.dot.dot_f16_x2([q0, q1], kr);
+                    s[t] = a * job.scale;
+                    s[PART + t] = b * job.scale;
+                } else {
+                    for (h, qh) in queries.clone() {
+                        s[h * PART + t] = job.dot.dot_f16(qh, kr) * job.scale;
+                    }
+                }
+            }
+        }
+        KvRows::F32(k) => {
+            for t in 0..n {
+                let kr = &k[row(t)];
+                for (h, qh) in queries.clone() {
+                    s[h * PART + t] = job.dot.dot_f32(qh, kr) * job.scale;
+                }
+            }
+        }
+    }
+    for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
+        let sh = &mut sh[..n];
+        (p.max[h], p.sum[h]) = softmax(sh);
+        if job.round {
+            round_f16(sh);
+        }
+    }
+    if let (KvRows::F16(v), true) = (job.v, q.len() == 2 * hd) {
+        // Two query heads: each value row is widened once for both.
+        let (o0, o1) = p.out.split_at_mut(hd);
+        let (p0, p1) = s.split_at(PART);
+        let ps = [&p0[..n], &p1[..n]];
+        job.dot.weighted_sum_f16_x2([o0, o1], ps, &v[start..], hd);
+        return;
+    }
+    for (sh, out) in s.chunks_exact(PART).zip(p.out.chunks_exact_mut(hd)) {
+        let sh = &sh[..n];
+        match job.v {
+            KvRows::F16(v) => job.dot.weighted_sum_f16(out, sh, &v[start..], hd),
+            KvRows::F32(v) => {
+                out.fill(0.0);
+                for (t, &w) in sh.iter().enumerate() {
+                    for (o, &x) in out.iter_mut().zip(&v[row(t)]) {
+                        *o += w * x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The output of a group of query heads (`out`, `group * head_dim`
+/// values) from its parts, in position order: the one part's output as it
+/// is, else each part's output weighted by `exp(max_c - max) * sum_c`
+/// over the parts' total, added part after part.
+///
+/// # Panics
+///
+/// If there are no parts or a part's shape is not `out`'s.
+pub(crate) fn merge<'a, I>(parts: I, head_dim: usize, out: &mut [f32])
+where
+    I: Iterator<Item = &'a Partial> + Clone,
+{
+    let mut it = parts.clone();
+    let first = it.next().expect("attention: no parts to merge");
+    if it.next().is_none() {
+        out.copy_from_slice(&first.out);
+        return;
+    }
+    for (h, oh) in out.chunks_exact_mut(head_dim).enumerate() {
+        let max = parts
+            .clone()
+            .map(|p| p.max[h])
+            .fold(f32::NEG_INFINITY, f32::max);
+        let weight = |p: &Partial| f64::from(exp(p.max[h] - max)) * p.sum[h];
+        let total: f64 = parts.clone().map(weight).sum();
+        let at = h * head_dim..(h + 1) * head_dim;
+        for (c, p) in parts.clone().enumerate() {
+            let w = (weight(p) / total) as f32;
+            let src = &p.out[at.clone()];
+            if c == 0 {
+                for (o, &x) in oh.iter_mut().zip(src) {
+                    *o = w * x;
+                }
+            } else {
+                for (o, &x) in oh.iter_mut().zip(src) {
+                    *o += w * x;
+                }
+            }
+        }
+    }
+}
+
+/// The attention output of one group for a query that sees `n_pos`
+/// positions, its parts run one after another on this thread into
+/// `parts` (at least [`parts`]`(n_pos)` of them).
+pub(crate) fn attend(
+    job: &HeadJob<'_>,
+    kv: usize,
+    q: &[f32],
+    n_pos: usize,
+    scores: &mut Scores,
+    parts: &mut [Partial],
+    out: &mut [f32],
+) {
+    let np = self::parts(n_pos);
+    for (c, p) in parts[..np].iter_mut().enumerate() {
+        attend_part(job, kv, q, part_range(c, n_pos), scores, p);
+    }
+    merge(parts[..np].iter(), job.head_dim, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attention scores `q . k * scale` of 200 and 197.5: far past where
+    /// `exp` overflows in `f32`, as a head with large QK-norm weights gets.
+    /// The weights are softmax([200, 197.5]) = [1 / (1 + e^-2.5), e^-2.5 /
+    /// (1 + e^-2.5)], in both cache types (every input is exact in `f16`).
+    #[test]
+    fn attention_with_scores_past_exp_overflow() {
+        let q = [10.0f32; 4];
+        // One kv head of width 4, two positions.
+        let k = [10.0f32, 10.0, 10.0, 10.0, 9.875, 9.875, 9.875, 9.875];
+        let v = [1.0f32, 0.0, 2.0, 4.0, 0.0, 1.0, 2.0, -4.0];
+        let w1 = (-2.5f64).exp() / (1.0 + (-2.5f64).exp());
+        let w0 = 1.0 - w1;
+        let want: Vec<f64> = (0..4)
+            .map(|i| w0 * f64::from(v[i]) + w1 * f64::from(v[4 + i]))
+            .collect();
+        let (k16, v16): (Vec<f16>, Vec<f16>) = (
+            k.iter().map(|&x| f16::from_f32(x)).collect(),
+            v.iter().map(|&x| f16::from_f32(x)).collect(),
+        );
+        for (kr, vr, round, tol) in [
+            (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
+            // The weights rounded to f16 as GGML rounds them.
+            (KvRows::F16(&k16), KvRows::F16(&v16), true, 1e-2),
+        ] {
+            let job = HeadJob {
+                k: kr,
+                v: vr,
+                head_stride: 8,
+                head_dim: 4,
+                scale: 0.5,
+                round,
+                dot: Dispatch::Scalar,
+            };
+            let mut qr = q;
+            prepare_queries(&job, &mut qr);
+            let mut out = [0.0f32; 4];
+            let (mut s, mut parts) = (Scores::new(1), [Partial::new(1, 4)]);
+            attend(&job, 0, &qr, 2, &mut s, &mut parts, &mut out);
+            for (i, (&got, &w)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    got.is_finite() && (f64::from(got) - w).abs() < tol,
+                    "round {round}: out[{i}] = {got}, want {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn attention_over_one_position_returns_its_value() {
+        let k = [0.5f32; 8];
+        let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let job = HeadJob {
+            k: KvRows::F32(&k),
+            v: KvRows::F32(&v),
+            head_stride: 4,
+            head_dim: 4,
+            scale: 0.5,
+            round: false,
+            dot: Dispatch::Scalar,
+        };
+        let q = [1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0];
+        let mut out = [0.0f32; 8];
+        let (mut s, mut parts) = (Scores::new(2), [Partial::new(2, 4)]);
+        // Two kv heads of one position each (capacity 1, so 4 values apart):
+        // heads 2 and 3 read kv head 1, values 4..8.
+        attend(&job, 1, &q, 1, &mut s, &mut parts, &mut out);
+        assert_eq!(out, [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]);
+    }
+
+    /// Over more positions than a part holds, the merged parts give the
+    /// softmax-weighted values of the whole context, computed in `f64`
+    /// (within the rounding of `f32`, and of `f16` weights where the job
+    /// rounds), for one, two and four query heads per group and both cache
+    /// types, including a last part of one position.
+    #[test]
+    fn merged_parts_equal_one_softmax_over_every_position() {
+        let hd = 8;
+        for (n, group) in [(PART + 1, 1), (2 * PART + 37, 2), (3 * PART, 4), (700, 2)] {
+            // A deterministic spread of keys and values in [-1, 1).
+            let val = |i: usize, salt: usize| {
+                ((i * 2_654_435_761 + salt * 97) % 2001) as f32 / 1000.0 - 1.0
+            };
+            let k: Vec<f32> = (0..n * hd).map(|i| val(i, 1)).collect();
+            let v: Vec<f32> = (0..n * hd).map(|i| val(i, 2)).collect();
+            let q: Vec<f32> = (0..group * hd).map(|i| 3.0 * val(i, 3)).collect();
+            let (k16, v16): (Vec<f16>, Vec<f16>) = (
+                k.iter().map(|&x| f16::from_f32(x)).collect(),
+                v.iter().map(|&x| f16::from_f32(x)).collect(),
+            );
+            for (kr, vr, round, tol) in [
+                (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
+                (KvRows::F16(&k16), KvRows::F16(&v16), true, 2e-3),
+            ] {
+                let job = HeadJob {
+                    k: kr,
+                    v: vr,
+                    head_stride: n * hd,
+                    head_dim: hd,
+                    scale: 1.0 / (hd as f32).sqrt(),
+                    round,
+                    dot: crate::quant::dot::selected().1,
+                };
+                let mut qr = q.clone();
+                prepare_queries(&job, &mut qr);
+                let mut out = vec![0.0f32; group * hd];
+                let mut s = Scores::new(group);
+                let mut parts = vec![Partial::new(group, hd); parts(n)];
+                attend(&job, 0, &qr, n, &mut s, &mut parts, &mut out);
+                let (kf, vf): (Vec<f64>, Vec<f64>) = match (kr, vr) {
+                    (KvRows::F16(a), KvRows::F16(b)) => (
+                        a.iter().map(|x| f64::from(x.to_f32())).collect(),
+                        b.iter().map(|x| f64::from(x.to_f32())).collect(),
+                    ),
+                    _ => (
+                        k.iter().map(|&x| f64::from(x)).collect(),
+                        v.iter().map(|&x| f64::from(x)).collect(),
+                    ),
+                };
+                for h in 0..group {
+                    let qh = &qr[h * hd..(h + 1) * hd];
+                    let sc: Vec<f64> = (0..n)
+                        .map(|t| {
+                            let d: f64 = (0..hd).map(|i| f64::from(qh[i]) * kf[t * hd + i]).sum();
+                            d * f64::from(job.scale)
+                        })
+                        .collect();
+                    let m = sc.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for i in 0..hd {
+                        let want: f64 = (0..n).map(|t| e[t] / z * vf[t * hd + i]).sum();
+                        let got = f64::from(out[h * hd + i]);
+                        assert!(
+                            (got - want).abs() < tol,
+                            "n {n}, group {group}, round {round}: head {h} [{i}] = {got}, want {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parts_cut_by_position() {
+        assert_eq!(parts(1), 1);
+        assert_eq!(parts(PART), 1);
+        assert_eq!(parts(PART + 1), 2);
+        assert_eq!(part_range(0, PART + 1), 0..PART);
+        assert_eq!(part_range(1, PART + 1), PART..PART + 1);
+    }
+}
