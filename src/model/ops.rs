@@ -36,37 +36,29 @@ fn rms_scale(x: &[f32], eps: f32) -> f32 {
     1.0 / (mean + eps).sqrt()
 }
 
-/// The cosines and sines of one position's RoPE angles, one pair per
-/// rotated pair of a head (`head_dim / 2` of each).
+/// How to build RoPE angles: pair `i` of a head turns by
+/// `pos * base^(-2i / head_dim)`.
 #[derive(Clone, Debug)]
 pub(crate) struct RopeAngles {
-    cos: Vec<f32>,
-    sin: Vec<f32>,
+    /// Pairs per head (`head_dim / 2`).
+    half: usize,
     theta_scale: f32,
 }
 
 impl RopeAngles {
     pub(crate) fn new(head_dim: usize, base: f32) -> Self {
         Self {
-            cos: vec![0.0; head_dim / 2],
-            sin: vec![0.0; head_dim / 2],
+            half: head_dim / 2,
             theta_scale: base.powf(-2.0 / head_dim as f32),
         }
     }
 
-    /// Fills the table for position `pos`: pair `i` turns by
-    /// `pos * base^(-2i / head_dim)`, the power built by repeated
-    /// multiplication as GGML builds it.
-    pub(crate) fn set_position(&mut self, pos: usize) {
-        fill_angles(pos, self.theta_scale, &mut self.cos, &mut self.sin);
-    }
-
-    /// The angles of positions `p0..p0 + n` into `cos` and `sin` (`n`
-    /// rows of `head_dim / 2` each), each row the values
-    /// [`set_position`](Self::set_position) computes for its position:
-    /// a prefill chunk computes them once, not once per layer.
+    /// The cosines and sines of positions `p0..p0 + n` into `cos` and `sin`
+    /// (`n` rows of `head_dim / 2` each), the power built by repeated
+    /// multiplication as GGML builds it: a forward pass computes them once
+    /// for its rows, not once per layer.
     pub(crate) fn fill_rows(&self, p0: usize, cos: &mut [f32], sin: &mut [f32]) {
-        let half = self.cos.len().max(1);
+        let half = self.half.max(1);
         for (i, (c, s)) in cos
             .chunks_exact_mut(half)
             .zip(sin.chunks_exact_mut(half))
@@ -75,14 +67,9 @@ impl RopeAngles {
             fill_angles(p0 + i, self.theta_scale, c, s);
         }
     }
-
-    /// Rotates one head in NEOX style by this position's angles.
-    pub(crate) fn rotate(&self, head: &mut [f32]) {
-        rotate_neox(&self.cos, &self.sin, head);
-    }
 }
 
-/// One position's angles (see [`RopeAngles::set_position`]).
+/// One position's angles (see [`RopeAngles::fill_rows`]).
 fn fill_angles(pos: usize, theta_scale: f32, cos: &mut [f32], sin: &mut [f32]) {
     let mut theta = pos as f32;
     for (c, s) in cos.iter_mut().zip(sin) {
@@ -218,14 +205,16 @@ mod tests {
 
     #[test]
     fn rope_rotates_halves_and_keeps_norm() {
-        let mut r = RopeAngles::new(8, 10_000.0);
-        r.set_position(0);
+        let r = RopeAngles::new(8, 10_000.0);
+        let (mut cos, mut sin) = ([0.0f32; 8], [0.0f32; 8]);
+        // Positions 0 and 3, one row of four pairs each.
+        r.fill_rows(0, &mut cos[..4], &mut sin[..4]);
+        r.fill_rows(3, &mut cos[4..], &mut sin[4..]);
         let mut h = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
         let orig = h;
-        r.rotate(&mut h);
+        rotate_neox(&cos[..4], &sin[..4], &mut h);
         assert_eq!(h, orig, "position 0 is the identity");
-        r.set_position(3);
-        r.rotate(&mut h);
+        rotate_neox(&cos[4..], &sin[4..], &mut h);
         // Pair 0 is (h[0], h[4]) turned by 3 radians.
         let (c, s) = (3.0f32.cos(), 3.0f32.sin());
         assert!((h[0] - (1.0 * c - 5.0 * s)).abs() < 1e-5);

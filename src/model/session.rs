@@ -1,5 +1,6 @@
 //! A running conversation with a model: the KV cache, the scratch buffers
-//! and the two kinds of forward step.
+//! and the forward pass that decode (one row) and prefill (a chunk of rows)
+//! share.
 
 use crate::backend::{dispatch_of, Backend};
 use crate::matvec::Weight;
@@ -82,45 +83,59 @@ pub struct Session<M, B> {
 /// borrow the model (through the session's [`ModelRef`]) and mutate this.
 #[derive(Debug)]
 struct State<B> {
+    core: Core<B>,
+    /// Decode's buffers: one row.
+    one: Rows,
+    /// Prefill's buffers, [`PREFILL_CHUNK`] rows, allocated by the first
+    /// prefill and kept.
+    batch: Option<Box<Rows>>,
+    logits: Vec<f32>,
+}
+
+/// What a forward step needs beside its rows' buffers.
+#[derive(Debug)]
+struct Core<B> {
     backend: B,
     cache: KvCache,
     pos: usize,
     rope: RopeAngles,
-    x: Vec<f32>,
-    xn: Vec<f32>,
-    xq: QuantizedVector,
-    qkv: Vec<f32>,
-    /// Decode attention's tasks: for each key/value head, one per part of
-    /// the longest context the cache holds.
+    /// Attention's tasks for a single row: for each key/value head, one per
+    /// part of the longest context the cache holds.
     parts: Vec<PartTask>,
-    attn: Vec<f32>,
-    tmp: Vec<f32>,
-    gu: Vec<f32>,
-    logits: Vec<f32>,
-    /// Prefill's buffers, allocated by the first prefill and kept.
-    batch: Option<Box<BatchScratch>>,
     trace: Option<Trace>,
 }
 
-/// The buffers of one prefill chunk (up to [`PREFILL_CHUNK`] tokens).
+/// The buffers of up to `rows` tokens going through the layers together:
+/// one for decode, [`PREFILL_CHUNK`] for a prefill chunk. Each product's
+/// outputs are laid out matrix after matrix, `rows` rows of each (`q`,
+/// then `k`, then `v`; `gate`, then `up`), so that for one row they are
+/// the stacked outputs of one fused matvec.
 #[derive(Debug)]
-struct BatchScratch {
+struct Rows {
+    rows: usize,
     x: Vec<f32>,
     xn: Vec<f32>,
-    xs: QuantizedBatch,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
+    quantized: Quantized,
+    qkv: Vec<f32>,
     attn: Vec<f32>,
     tmp: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    /// RoPE angles of the chunk's positions, one row per token.
+    gu: Vec<f32>,
+    /// RoPE angles of the rows' positions, one row per token.
     cos: Vec<f32>,
     sin: Vec<f32>,
-    /// Attention's tasks: for each key/value head, one per
-    /// [`PREFILL_TILE`] tokens of the chunk.
+    /// Attention's tasks for many rows: for each key/value head, one per
+    /// [`PREFILL_TILE`] tokens (none for a single row, which runs on
+    /// [`Core::parts`]).
     tiles: Vec<TileTask>,
+}
+
+/// A product's input, quantized.
+#[derive(Debug)]
+struct Quantized {
+    /// For a product of one row (a fused matvec).
+    one: QuantizedVector,
+    /// For a product of many (a matmul).
+    batch: QuantizedBatch,
 }
 
 /// Tokens of a prefill chunk in one attention task (of one key/value
@@ -129,15 +144,16 @@ struct BatchScratch {
 /// eight per key/value head in a chunk of [`PREFILL_CHUNK`].
 const PREFILL_TILE: usize = 16;
 
-/// One decode attention task: a part of one key/value head's positions.
+/// One attention task of a single row: a part of one key/value head's
+/// positions.
 #[derive(Clone, Debug)]
 struct PartTask {
     scores: Scores,
     part: Partial,
 }
 
-/// One prefill attention task: one key/value head's attention for up to
-/// [`PREFILL_TILE`] tokens, each token's parts run in order.
+/// One attention task of many rows: one key/value head's attention for up
+/// to [`PREFILL_TILE`] tokens, each token's parts run in order.
 #[derive(Debug)]
 struct TileTask {
     /// The current token's queries of the group.
@@ -149,7 +165,7 @@ struct TileTask {
     out: Vec<f32>,
 }
 
-/// Decode's attention tasks: `kv_heads` runs of one per part of a full
+/// `kv_heads` runs of one single-row attention task per part of a full
 /// cache of `capacity` positions.
 fn part_tasks(c: &super::Qwen3Config, capacity: usize) -> Result<Vec<PartTask>, ModelError> {
     let group = c.heads / c.kv_heads;
@@ -164,27 +180,31 @@ fn part_tasks(c: &super::Qwen3Config, capacity: usize) -> Result<Vec<PartTask>, 
     )
 }
 
-impl BatchScratch {
-    fn new(c: &super::Qwen3Config, capacity: usize) -> Result<Self, ModelError> {
-        let n = PREFILL_CHUNK;
+impl Rows {
+    fn new(c: &super::Qwen3Config, rows: usize, capacity: usize) -> Result<Self, ModelError> {
         let (h, qd, kvd, f) = (c.hidden, c.q_dim(), c.kv_dim(), c.ffn);
-        let half = c.head_dim / 2;
+        let (g, hd) = (c.heads / c.kv_heads, c.head_dim);
+        let tiles = if rows > 1 {
+            c.kv_heads * rows.div_ceil(PREFILL_TILE)
+        } else {
+            0
+        };
         Ok(Self {
-            x: vec![0.0; n * h],
-            xn: vec![0.0; n * h],
-            xs: QuantizedBatch::new(),
-            q: vec![0.0; n * qd],
-            k: vec![0.0; n * kvd],
-            v: vec![0.0; n * kvd],
-            attn: vec![0.0; n * qd],
-            tmp: vec![0.0; n * h],
-            gate: vec![0.0; n * f],
-            up: vec![0.0; n * f],
-            cos: vec![0.0; n * half],
-            sin: vec![0.0; n * half],
-            tiles: (0..c.kv_heads * n.div_ceil(PREFILL_TILE))
+            rows,
+            x: vec![0.0; rows * h],
+            xn: vec![0.0; rows * h],
+            quantized: Quantized {
+                one: QuantizedVector::with_capacity(h.max(f).max(qd)),
+                batch: QuantizedBatch::new(),
+            },
+            qkv: vec![0.0; rows * (qd + 2 * kvd)],
+            attn: vec![0.0; rows * qd],
+            tmp: vec![0.0; rows * h],
+            gu: vec![0.0; rows * 2 * f],
+            cos: vec![0.0; rows * (hd / 2)],
+            sin: vec![0.0; rows * (hd / 2)],
+            tiles: (0..tiles)
                 .map(|_| {
-                    let (g, hd) = (c.heads / c.kv_heads, c.head_dim);
                     let parts = super::kv_cache::try_filled(
                         attention::parts(capacity),
                         Partial::new(g, hd),
@@ -200,6 +220,57 @@ impl BatchScratch {
                 .collect::<Result<_, ModelError>>()?,
         })
     }
+}
+
+/// Runs `f(i, row_i)` for every `width`-long row of `data`: on this thread
+/// for a single row, else fanned out over the backend's threads.
+fn each_row<B: Backend, T: Send>(
+    b: &B,
+    data: &mut [T],
+    width: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if data.len() <= width {
+        f(0, data);
+    } else {
+        b.for_each_chunk(data, width, f);
+    }
+}
+
+/// The products of `ws` (matrices of `x`'s width) with every `width`-long
+/// row of `x`, into `out`, matrix after matrix, each matrix's rows of
+/// outputs token after token: one fused matvec on the quantized row for a
+/// single row, else a matmul per matrix on the quantized batch. The
+/// quantizing is charged to [`Op::Quantize`], the products to `op`.
+#[allow(clippy::too_many_arguments)]
+fn products<B: Backend>(
+    b: &B,
+    ws: &[Weight<'_>],
+    x: &[f32],
+    width: usize,
+    xq: &mut Quantized,
+    out: &mut [f32],
+    lap: &mut Laps<'_>,
+    op: Op,
+) -> Result<(), ModelError> {
+    let forms = Weight::forms_of(ws);
+    if x.len() == width {
+        b.quantize(x, forms, &mut xq.one)?;
+        lap.lap(Op::Quantize);
+        b.matvec(ws, &xq.one, out)?;
+    } else {
+        xq.batch.quantize_forms_on(b, x, width, forms)?;
+        lap.lap(Op::Quantize);
+        let m = x.len() / width;
+        let mut rest = out;
+        for w in ws {
+            let (o, r) = rest.split_at_mut(m * w.rows());
+            b.matmul(w, &xq.batch, o)?;
+            rest = r;
+        }
+    }
+    lap.lap(op);
+    Ok(())
 }
 
 impl<M: ModelRef, B: Backend> Session<M, B> {
@@ -225,48 +296,48 @@ impl<M: ModelRef, B: Backend> Session<M, B> {
     /// Turns the per-operation trace on (from an empty [`Trace`]) or off.
     /// While on, every forward step adds its time per [`Op`] to it.
     pub fn set_tracing(&mut self, on: bool) {
-        self.st.trace = on.then(Trace::new);
+        self.st.core.trace = on.then(Trace::new);
     }
 
     /// The trace, if tracing is on.
     pub fn trace(&self) -> Option<&Trace> {
-        self.st.trace.as_ref()
+        self.st.core.trace.as_ref()
     }
 
     /// The trace, if tracing is on, to clear it or add the caller's own
     /// operations (such as [`Op::Sample`]).
     pub fn trace_mut(&mut self) -> Option<&mut Trace> {
-        self.st.trace.as_mut()
+        self.st.core.trace.as_mut()
     }
 
     /// Positions already in the cache (the next token's position).
     pub fn position(&self) -> usize {
-        self.st.pos
+        self.st.core.pos
     }
 
     /// Positions the cache holds in all.
     pub fn capacity(&self) -> usize {
-        self.st.cache.capacity()
+        self.st.core.cache.capacity()
     }
 
     /// The KV cache's element type.
     pub fn kv_dtype(&self) -> KvDtype {
-        self.st.cache.dtype()
+        self.st.core.cache.dtype()
     }
 
     /// Bytes the KV cache holds.
     pub fn kv_bytes(&self) -> usize {
-        self.st.cache.bytes()
+        self.st.core.cache.bytes()
     }
 
     /// The backend.
     pub fn backend(&self) -> &B {
-        &self.st.backend
+        &self.st.core.backend
     }
 
     /// Forgets every position (the cache's memory is kept).
     pub fn reset(&mut self) {
-        self.st.pos = 0;
+        self.st.core.pos = 0;
     }
 
     /// The logits of the last step.
@@ -314,6 +385,77 @@ impl<M: ModelRef, B: Backend> Session<M, B> {
     }
 }
 
+/// Attention's tasks: [`Core::parts`] for one row, [`Rows::tiles`] for
+/// many.
+struct Tasks<'a> {
+    parts: &'a mut [PartTask],
+    tiles: &'a mut [TileTask],
+}
+
+/// Attention of every row's queries `q` (rows of `q_dim`, at positions
+/// `p0..`) over the cache of `job`, into `attn` (laid out as `q`).
+///
+/// One row (decode) is a task per (key/value head, part), the parts in
+/// position order merged on this thread; many rows are a task per
+/// (key/value head, tile of tokens), each token's parts run in order and
+/// merged in its task. Both merge the same parts in the same order, so a
+/// token gets the same bits either way.
+#[allow(clippy::too_many_arguments)]
+fn attend_rows<B: Backend>(
+    b: &B,
+    job: &HeadJob<'_>,
+    tasks: Tasks<'_>,
+    kv_heads: usize,
+    q_dim: usize,
+    p0: usize,
+    q: &mut [f32],
+    attn: &mut [f32],
+) {
+    let (hd, qd, m) = (job.head_dim, q_dim, q.len() / q_dim);
+    let gw = qd / kv_heads;
+    if m == 1 {
+        attention::prepare_queries(job, q);
+        let (q, n_pos) = (&*q, p0 + 1);
+        let np = attention::parts(n_pos);
+        let tasks = &mut tasks.parts[..kv_heads * np];
+        b.for_each_mut(tasks, |i, t| {
+            let (g, part) = (i / np, i % np);
+            let range = attention::part_range(part, n_pos);
+            let qg = &q[g * gw..(g + 1) * gw];
+            attention::attend_part(job, g, qg, range, &mut t.scores, &mut t.part);
+        });
+        for (out, tasks) in attn.chunks_exact_mut(gw).zip(tasks.chunks_exact(np)) {
+            attention::merge(tasks.iter().map(|t| &t.part), hd, out);
+        }
+        return;
+    }
+    let q = &*q;
+    let tiles = m.div_ceil(PREFILL_TILE);
+    let tasks = &mut tasks.tiles[..kv_heads * tiles];
+    // Task `i`: key/value head `i / tiles`, tokens from `first(i)`.
+    let first = |i: usize| (i % tiles) * PREFILL_TILE;
+    b.for_each_chunk(tasks, 1, |i, task| {
+        let t = &mut task[0];
+        let (g, first) = (i / tiles, first(i));
+        let n = PREFILL_TILE.min(m - first);
+        for (j, o) in t.out[..n * gw].chunks_exact_mut(gw).enumerate() {
+            let at = (first + j) * qd + g * gw;
+            t.q.copy_from_slice(&q[at..at + gw]);
+            attention::prepare_queries(job, &mut t.q);
+            let n_pos = p0 + first + j + 1;
+            attention::attend(job, g, &t.q, n_pos, &mut t.scores, &mut t.parts, o);
+        }
+    });
+    for (i, t) in tasks.iter().enumerate() {
+        let (g, first) = (i / tiles, first(i));
+        let n = PREFILL_TILE.min(m - first);
+        for (j, o) in t.out[..n * gw].chunks_exact(gw).enumerate() {
+            let at = (first + j) * qd + g * gw;
+            attn[at..at + gw].copy_from_slice(o);
+        }
+    }
+}
+
 impl<B: Backend> State<B> {
     fn new(model: &Qwen3<'_>, backend: B, opts: SessionOptions) -> Result<Self, ModelError> {
         let c = &model.config;
@@ -329,31 +471,26 @@ impl<B: Backend> State<B> {
             c.head_dim,
             opts.huge_pages,
         )?;
-        let widest = c.hidden.max(c.ffn).max(c.q_dim());
         Ok(Self {
-            backend,
-            cache,
-            pos: 0,
-            rope: RopeAngles::new(c.head_dim, c.rope_base),
-            x: vec![0.0; c.hidden],
-            xn: vec![0.0; c.hidden],
-            xq: QuantizedVector::with_capacity(widest),
-            qkv: vec![0.0; c.q_dim() + 2 * c.kv_dim()],
-            parts: part_tasks(c, capacity)?,
-            attn: vec![0.0; c.q_dim()],
-            tmp: vec![0.0; c.hidden],
-            gu: vec![0.0; 2 * c.ffn],
-            logits: vec![0.0; c.vocab],
+            core: Core {
+                backend,
+                cache,
+                pos: 0,
+                rope: RopeAngles::new(c.head_dim, c.rope_base),
+                parts: part_tasks(c, capacity)?,
+                trace: None,
+            },
+            one: Rows::new(c, 1, capacity)?,
             batch: None,
-            trace: None,
+            logits: vec![0.0; c.vocab],
         })
     }
 
     fn check_room(&self, n: usize) -> Result<(), ModelError> {
-        let capacity = self.cache.capacity();
-        if n > capacity - self.pos {
+        let capacity = self.core.cache.capacity();
+        if n > capacity - self.core.pos {
             return Err(ModelError::ContextFull {
-                used: self.pos,
+                used: self.core.pos,
                 requested: n,
                 capacity,
             });
@@ -369,102 +506,13 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// [`Session::decode`] on `model`, the model this state was made for.
+    /// [`Session::decode`] on `model`, the model this state was made for:
+    /// the forward pass over one row.
     fn decode(&mut self, model: &Qwen3<'_>, token: u32) -> Result<&[f32], ModelError> {
-        let id = self.check_token(token)?;
+        self.check_token(token)?;
         self.check_room(1)?;
-        let (c, w) = (&model.config, &model.weights);
-        let (hd, qd, kvd) = (c.head_dim, c.q_dim(), c.kv_dim());
-        let pos = self.pos;
-        let mut lap = Laps::new(self.trace.as_mut());
-        w.embedding.row_into(id, &mut self.x)?;
-        self.rope.set_position(pos);
-        lap.lap(Op::Embed);
-        let dot = dispatch_of(&self.backend);
-        for (l, lw) in w.layers.iter().enumerate() {
-            // Attention.
-            ops::rms_norm(&self.x, &lw.attn_norm, c.rms_eps, &mut self.xn);
-            lap.lap(Op::Norm);
-            let qkv = [lw.q, lw.k, lw.v];
-            self.backend
-                .quantize(&self.xn, Weight::forms_of(&qkv), &mut self.xq)?;
-            lap.lap(Op::Quantize);
-            self.backend.matvec(&qkv, &self.xq, &mut self.qkv)?;
-            lap.lap(Op::Qkv);
-            let (q, kv) = self.qkv.split_at_mut(qd);
-            let (k, v) = kv.split_at_mut(kvd);
-            for head in k.chunks_exact_mut(hd) {
-                ops::rms_norm_in_place(head, &lw.k_norm, c.rms_eps);
-                self.rope.rotate(head);
-            }
-            self.cache.store(l, pos, k, v);
-            for head in q.chunks_exact_mut(hd) {
-                ops::rms_norm_in_place(head, &lw.q_norm, c.rms_eps);
-                self.rope.rotate(head);
-            }
-            lap.lap(Op::QkNormRope);
-            let (kc, vc) = self.cache.layer(l, pos + 1);
-            let job = HeadJob {
-                k: kc,
-                v: vc,
-                head_stride: self.cache.head_stride(),
-                head_dim: hd,
-                scale: 1.0 / (hd as f32).sqrt(),
-                round: self.cache.dtype() == KvDtype::F16,
-                dot,
-            };
-            attention::prepare_queries(&job, q);
-            let (q, gw, n_pos) = (&*q, qd / c.kv_heads, pos + 1);
-            // One task per (key/value head, part), parts in position order.
-            let np = attention::parts(n_pos);
-            let tasks = &mut self.parts[..c.kv_heads * np];
-            self.backend.for_each_mut(tasks, |i, t| {
-                let (g, part) = (i / np, i % np);
-                let range = attention::part_range(part, n_pos);
-                let qg = &q[g * gw..(g + 1) * gw];
-                attention::attend_part(&job, g, qg, range, &mut t.scores, &mut t.part);
-            });
-            for (out, tasks) in self.attn.chunks_exact_mut(gw).zip(tasks.chunks_exact(np)) {
-                attention::merge(tasks.iter().map(|t| &t.part), hd, out);
-            }
-            lap.lap(Op::Attention);
-            self.backend
-                .quantize(&self.attn, lw.o.forms(), &mut self.xq)?;
-            lap.lap(Op::Quantize);
-            self.backend.matvec(&[lw.o], &self.xq, &mut self.tmp)?;
-            lap.lap(Op::OutProj);
-            ops::add_assign(&mut self.x, &self.tmp);
-            lap.lap(Op::Residual);
-
-            // MLP.
-            ops::rms_norm(&self.x, &lw.ffn_norm, c.rms_eps, &mut self.xn);
-            lap.lap(Op::Norm);
-            let gu = [lw.gate, lw.up];
-            self.backend
-                .quantize(&self.xn, Weight::forms_of(&gu), &mut self.xq)?;
-            lap.lap(Op::Quantize);
-            self.backend.matvec(&gu, &self.xq, &mut self.gu)?;
-            lap.lap(Op::GateUp);
-            let (gate, up) = self.gu.split_at_mut(c.ffn);
-            ops::swiglu(gate, up);
-            lap.lap(Op::Swiglu);
-            self.backend.quantize(gate, lw.down.forms(), &mut self.xq)?;
-            lap.lap(Op::Quantize);
-            self.backend.matvec(&[lw.down], &self.xq, &mut self.tmp)?;
-            lap.lap(Op::Down);
-            ops::add_assign(&mut self.x, &self.tmp);
-            lap.lap(Op::Residual);
-        }
-        ops::rms_norm(&self.x, &w.output_norm, c.rms_eps, &mut self.xn);
-        lap.lap(Op::Norm);
-        let lm_head = w.lm_head();
-        self.backend
-            .quantize(&self.xn, lm_head.forms(), &mut self.xq)?;
-        lap.lap(Op::Quantize);
-        self.backend
-            .matvec(&[lm_head], &self.xq, &mut self.logits)?;
-        lap.lap(Op::LmHead);
-        self.pos += 1;
+        self.core
+            .forward(model, &mut self.one, &[token], 0..1, &mut self.logits)?;
         Ok(&self.logits)
     }
 
@@ -485,11 +533,14 @@ impl<B: Backend> State<B> {
         self.check_room(tokens.len())?;
         let vocab = model.config.vocab;
         let mut logits = Vec::with_capacity(if all { tokens.len() * vocab } else { vocab });
-        let mut batch = match self.batch.take() {
+        let batch = match &mut self.batch {
             Some(b) => b,
-            None => Box::new(BatchScratch::new(&model.config, self.cache.capacity())?),
+            b @ None => b.insert(Box::new(Rows::new(
+                &model.config,
+                PREFILL_CHUNK,
+                self.core.cache.capacity(),
+            )?)),
         };
-        let mut result = Ok(());
         for (n, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
             let last = (n + 1) * PREFILL_CHUNK >= tokens.len();
             let want = if all {
@@ -499,26 +550,32 @@ impl<B: Backend> State<B> {
             } else {
                 0..0
             };
-            result = self.prefill_chunk(model, &mut batch, chunk, want, &mut logits);
-            if result.is_err() {
-                break;
-            }
+            let at = logits.len();
+            logits.resize(at + want.len() * vocab, 0.0);
+            self.core
+                .forward(model, batch, chunk, want, &mut logits[at..])?;
         }
-        self.batch = Some(batch);
-        result.map(|()| logits)
+        Ok(logits)
     }
+}
 
-    /// Runs one chunk of at most [`PREFILL_CHUNK`] checked tokens at the
-    /// next positions, appending the logits of the chunk's tokens `want` to
-    /// `logits`. The per-token work (norms, QK-norm and RoPE, attention,
-    /// SwiGLU) fans out over the backend's threads like the products.
-    fn prefill_chunk(
+impl<B: Backend> Core<B> {
+    /// The forward pass of `ids` (checked, at most `r.rows` of them) at the
+    /// next positions, leaving the logits of the tokens `want` in `logits`
+    /// (`want.len()` rows of the vocabulary). Decode is the one-row case,
+    /// a prefill chunk the many-row one, and both run this routine: per
+    /// layer, the norms, QK-norm and RoPE, SwiGLU and attention fan out over
+    /// the backend's threads for many rows and run on the calling thread
+    /// for one (where a fan-out would cost more than the work), and the
+    /// products are one fused matvec for one row and a matmul per matrix
+    /// for many, which give the same bits.
+    fn forward(
         &mut self,
         model: &Qwen3<'_>,
-        bs: &mut BatchScratch,
+        r: &mut Rows,
         ids: &[u32],
         want: std::ops::Range<usize>,
-        logits: &mut Vec<f32>,
+        logits: &mut [f32],
     ) -> Result<(), ModelError> {
         let (c, w) = (&model.config, &model.weights);
         let (m, h, hd, qd, kvd, f) = (
@@ -529,37 +586,34 @@ impl<B: Backend> State<B> {
             c.kv_dim(),
             c.ffn,
         );
-        let half = hd / 2;
-        let p0 = self.pos;
+        assert!(0 < m && m <= r.rows, "forward: {m} rows");
+        let (half, p0, eps) = (hd / 2, self.pos, c.rms_eps);
         let b = &self.backend;
         let mut lap = Laps::new(self.trace.as_mut());
-        let x = &mut bs.x[..m * h];
+        let x = &mut r.x[..m * h];
         for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
             w.embedding.row_into(id as usize, row)?;
         }
-        let (cos, sin) = (&mut bs.cos[..m * half], &mut bs.sin[..m * half]);
+        let (cos, sin) = (&mut r.cos[..m * half], &mut r.sin[..m * half]);
         self.rope.fill_rows(p0, cos, sin);
         let (cos, sin) = (&*cos, &*sin);
         lap.lap(Op::Embed);
-        let (xn, tmp) = (&mut bs.xn[..m * h], &mut bs.tmp[..m * h]);
-        let (q, k, v) = (
-            &mut bs.q[..m * qd],
-            &mut bs.k[..m * kvd],
-            &mut bs.v[..m * kvd],
+        let (xn, tmp, attn) = (
+            &mut r.xn[..m * h],
+            &mut r.tmp[..m * h],
+            &mut r.attn[..m * qd],
         );
-        let attn = &mut bs.attn[..m * qd];
-        let (gate, up) = (&mut bs.gate[..m * f], &mut bs.up[..m * f]);
-        let xs = &mut bs.xs;
-        let dot = dispatch_of(b);
-        let eps = c.rms_eps;
+        let qkv = &mut r.qkv[..m * (qd + 2 * kvd)];
+        let gu = &mut r.gu[..2 * m * f];
+        let xq = &mut r.quantized;
         let norm_rows = |x: &[f32], wt: &[f32], out: &mut [f32]| {
-            b.for_each_chunk(out, h, |i, row| {
+            each_row(b, out, h, |i, row| {
                 ops::rms_norm(&x[i * h..(i + 1) * h], wt, eps, row)
             });
         };
         // QK-norm and RoPE of every head of every token's row of width `d`.
         let norm_rope = |rows: &mut [f32], d: usize, wt: &[f32]| {
-            b.for_each_chunk(rows, d, |i, row| {
+            each_row(b, rows, d, |i, row| {
                 let (cs, sn) = (
                     &cos[i * half..(i + 1) * half],
                     &sin[i * half..(i + 1) * half],
@@ -570,15 +624,14 @@ impl<B: Backend> State<B> {
                 }
             });
         };
+        let dot = dispatch_of(b);
         for (l, lw) in w.layers.iter().enumerate() {
             norm_rows(x, &lw.attn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_forms_on(b, xn, h, Weight::forms_of(&[lw.q, lw.k, lw.v]))?;
-            lap.lap(Op::Quantize);
-            b.matmul(&lw.q, xs, q)?;
-            b.matmul(&lw.k, xs, k)?;
-            b.matmul(&lw.v, xs, v)?;
-            lap.lap(Op::Qkv);
+            let qkv_w = [lw.q, lw.k, lw.v];
+            products(b, &qkv_w, xn, h, xq, qkv, &mut lap, Op::Qkv)?;
+            let (q, kv) = qkv.split_at_mut(m * qd);
+            let (k, v) = kv.split_at_mut(m * kvd);
             norm_rope(q, qd, &lw.q_norm);
             norm_rope(k, kvd, &lw.k_norm);
             for (i, (kr, vr)) in k.chunks_exact(kvd).zip(v.chunks_exact(kvd)).enumerate() {
@@ -595,56 +648,25 @@ impl<B: Backend> State<B> {
                 round: self.cache.dtype() == KvDtype::F16,
                 dot,
             };
-            let q = &*q;
-            let gw = qd / c.kv_heads;
-            // One task per (key/value head, tile of tokens), each token's
-            // attention as decode runs it.
-            let tiles = m.div_ceil(PREFILL_TILE);
-            let tasks = &mut bs.tiles[..c.kv_heads * tiles];
-            b.for_each_chunk(tasks, 1, |i, task| {
-                let t = &mut task[0];
-                let (g, tile) = (i / tiles, i % tiles);
-                let first = tile * PREFILL_TILE;
-                let n = PREFILL_TILE.min(m - first);
-                for (j, o) in t.out[..n * gw].chunks_exact_mut(gw).enumerate() {
-                    let at = (first + j) * qd + g * gw;
-                    t.q.copy_from_slice(&q[at..at + gw]);
-                    attention::prepare_queries(&job, &mut t.q);
-                    let n_pos = p0 + first + j + 1;
-                    attention::attend(&job, g, &t.q, n_pos, &mut t.scores, &mut t.parts, o);
-                }
-            });
-            for (i, t) in tasks.iter().enumerate() {
-                let (g, tile) = (i / tiles, i % tiles);
-                let first = tile * PREFILL_TILE;
-                let n = PREFILL_TILE.min(m - first);
-                for (j, o) in t.out[..n * gw].chunks_exact(gw).enumerate() {
-                    let at = (first + j) * qd + g * gw;
-                    attn[at..at + gw].copy_from_slice(o);
-                }
-            }
+            let tasks = Tasks {
+                parts: &mut self.parts,
+                tiles: &mut r.tiles,
+            };
+            attend_rows(b, &job, tasks, c.kv_heads, qd, p0, q, attn);
             lap.lap(Op::Attention);
-            xs.quantize_forms_on(b, attn, qd, lw.o.forms())?;
-            lap.lap(Op::Quantize);
-            b.matmul(&lw.o, xs, tmp)?;
-            lap.lap(Op::OutProj);
+            products(b, &[lw.o], attn, qd, xq, tmp, &mut lap, Op::OutProj)?;
             ops::add_assign(x, tmp);
             lap.lap(Op::Residual);
 
             norm_rows(x, &lw.ffn_norm, xn);
             lap.lap(Op::Norm);
-            xs.quantize_forms_on(b, xn, h, Weight::forms_of(&[lw.gate, lw.up]))?;
-            lap.lap(Op::Quantize);
-            b.matmul(&lw.gate, xs, gate)?;
-            b.matmul(&lw.up, xs, up)?;
-            lap.lap(Op::GateUp);
+            let gu_w = [lw.gate, lw.up];
+            products(b, &gu_w, xn, h, xq, gu, &mut lap, Op::GateUp)?;
+            let (gate, up) = gu.split_at_mut(m * f);
             let up = &*up;
-            b.for_each_chunk(gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
+            each_row(b, gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
             lap.lap(Op::Swiglu);
-            xs.quantize_forms_on(b, gate, f, lw.down.forms())?;
-            lap.lap(Op::Quantize);
-            b.matmul(&lw.down, xs, tmp)?;
-            lap.lap(Op::Down);
+            products(b, &[lw.down], gate, f, xq, tmp, &mut lap, Op::Down)?;
             ops::add_assign(x, tmp);
             lap.lap(Op::Residual);
         }
@@ -652,27 +674,14 @@ impl<B: Backend> State<B> {
         if want.is_empty() {
             return Ok(());
         }
-        let rows = want.len();
-        let xn = &mut xn[..rows * h];
+        let xn = &mut xn[..want.len() * h];
         norm_rows(&x[want.start * h..want.end * h], &w.output_norm, xn);
         lap.lap(Op::Norm);
+        // One row (decode, or a prefill's last token): the fused matvec,
+        // split over the threads by output rows and prefetching, where a
+        // one-row matmul would run on one thread. The same bits either way.
         let lm_head = w.lm_head();
-        let at = logits.len();
-        logits.resize(at + rows * c.vocab, 0.0);
-        if rows == 1 {
-            // The usual case (the last token's logits): decode's product,
-            // split over the threads by output rows and prefetching, where
-            // a one-row prefill product would run on one thread. The same
-            // bits either way.
-            b.quantize(xn, lm_head.forms(), &mut self.xq)?;
-            lap.lap(Op::Quantize);
-            b.matvec(&[lm_head], &self.xq, &mut logits[at..])?;
-        } else {
-            xs.quantize_forms_on(b, xn, h, lm_head.forms())?;
-            lap.lap(Op::Quantize);
-            b.matmul(&lm_head, xs, &mut logits[at..])?;
-        }
-        lap.lap(Op::LmHead);
+        products(b, &[lm_head], xn, h, xq, logits, &mut lap, Op::LmHead)?;
         Ok(())
     }
 }
