@@ -272,6 +272,11 @@ pub(crate) fn attend(
 mod tests {
     use super::*;
 
+    /// `x` rounded to `f16`, as the cache stores it.
+    fn to_f16(x: &[f32]) -> Vec<f16> {
+        x.iter().map(|&v| f16::from_f32(v)).collect()
+    }
+
     /// Attention scores `q . k * scale` of 200 and 197.5: far past where
     /// `exp` overflows in `f32`, as a head with large QK-norm weights gets.
     /// The weights are softmax([200, 197.5]) = [1 / (1 + e^-2.5), e^-2.5 /
@@ -287,10 +292,7 @@ mod tests {
         let want: Vec<f64> = (0..4)
             .map(|i| w0 * f64::from(v[i]) + w1 * f64::from(v[4 + i]))
             .collect();
-        let (k16, v16): (Vec<f16>, Vec<f16>) = (
-            k.iter().map(|&x| f16::from_f32(x)).collect(),
-            v.iter().map(|&x| f16::from_f32(x)).collect(),
-        );
+        let (k16, v16) = (to_f16(&k), to_f16(&v));
         for (kr, vr, round, tol) in [
             (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
             // The weights rounded to f16 as GGML rounds them.
@@ -357,10 +359,7 @@ mod tests {
             let k: Vec<f32> = (0..n * hd).map(|i| val(i, 1)).collect();
             let v: Vec<f32> = (0..n * hd).map(|i| val(i, 2)).collect();
             let q: Vec<f32> = (0..group * hd).map(|i| 3.0 * val(i, 3)).collect();
-            let (k16, v16): (Vec<f16>, Vec<f16>) = (
-                k.iter().map(|&x| f16::from_f32(x)).collect(),
-                v.iter().map(|&x| f16::from_f32(x)).collect(),
-            );
+            let (k16, v16) = (to_f16(&k), to_f16(&v));
             for (kr, vr, round, tol) in [
                 (KvRows::F32(&k), KvRows::F32(&v), false, 1e-5),
                 (KvRows::F16(&k16), KvRows::F16(&v16), true, 2e-3),
