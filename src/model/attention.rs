@@ -24,7 +24,9 @@ use std::ops::Range;
 
 use half::f16;
 
+use super::kv_cache::try_filled;
 use super::ops::{exp, round_f16, softmax};
+use super::ModelError;
 use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
 use crate::unsafe_core::prefetch::prefetch_read;
 
@@ -85,12 +87,16 @@ pub(crate) struct Partial {
 }
 
 impl Partial {
-    pub(crate) fn new(group: usize, head_dim: usize) -> Self {
-        Self {
-            out: vec![0.0; group * head_dim],
-            max: vec![0.0; group],
-            sum: vec![0.0; group],
-        }
+    /// # Errors
+    ///
+    /// [`ModelError::Options`] if the memory cannot be allocated.
+    pub(crate) fn new(group: usize, head_dim: usize) -> Result<Self, ModelError> {
+        let what = || "attention scratch".to_owned();
+        Ok(Self {
+            out: try_filled(group.saturating_mul(head_dim), 0.0, what)?,
+            max: try_filled(group, 0.0, what)?,
+            sum: try_filled(group, 0.0, what)?,
+        })
     }
 }
 
@@ -99,8 +105,12 @@ impl Partial {
 pub(crate) struct Scores(Vec<f32>);
 
 impl Scores {
-    pub(crate) fn new(group: usize) -> Self {
-        Self(vec![0.0; group * PART])
+    /// # Errors
+    ///
+    /// [`ModelError::Options`] if the memory cannot be allocated.
+    pub(crate) fn new(group: usize) -> Result<Self, ModelError> {
+        let what = || "attention scores".to_owned();
+        Ok(Self(try_filled(group.saturating_mul(PART), 0.0, what)?))
     }
 }
 
@@ -230,20 +240,18 @@ where
             .clone()
             .map(|p| p.max[h])
             .fold(f32::NEG_INFINITY, f32::max);
+        // A part whose every score is -inf (a dot product that
+        // overflowed) weighs nothing, as those positions do in one
+        // softmax; its own output, 0/0, is left out, not multiplied by 0.
+        let counts = |p: &Partial| p.max[h] > f32::NEG_INFINITY || max == f32::NEG_INFINITY;
         let weight = |p: &Partial| f64::from(exp(p.max[h] - max)) * p.sum[h];
-        let total: f64 = parts.clone().map(weight).sum();
+        let total: f64 = parts.clone().filter(|p| counts(p)).map(weight).sum();
         let at = h * head_dim..(h + 1) * head_dim;
-        for (c, p) in parts.clone().enumerate() {
+        oh.fill(0.0);
+        for p in parts.clone().filter(|p| counts(p)) {
             let w = (weight(p) / total) as f32;
-            let src = &p.out[at.clone()];
-            if c == 0 {
-                for (o, &x) in oh.iter_mut().zip(src) {
-                    *o = w * x;
-                }
-            } else {
-                for (o, &x) in oh.iter_mut().zip(src) {
-                    *o += w * x;
-                }
+            for (o, &x) in oh.iter_mut().zip(&p.out[at.clone()]) {
+                *o += w * x;
             }
         }
     }
@@ -310,7 +318,7 @@ mod tests {
             let mut qr = q;
             prepare_queries(&job, &mut qr);
             let mut out = [0.0f32; 4];
-            let (mut s, mut parts) = (Scores::new(1), [Partial::new(1, 4)]);
+            let (mut s, mut parts) = (Scores::new(1).unwrap(), [Partial::new(1, 4).unwrap()]);
             attend(&job, 0, &qr, 2, &mut s, &mut parts, &mut out);
             for (i, (&got, &w)) in out.iter().zip(&want).enumerate() {
                 assert!(
@@ -336,7 +344,7 @@ mod tests {
         };
         let q = [1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 2.0];
         let mut out = [0.0f32; 8];
-        let (mut s, mut parts) = (Scores::new(2), [Partial::new(2, 4)]);
+        let (mut s, mut parts) = (Scores::new(2).unwrap(), [Partial::new(2, 4).unwrap()]);
         // Two kv heads of one position each (capacity 1, so 4 values apart):
         // heads 2 and 3 read kv head 1, values 4..8.
         attend(&job, 1, &q, 1, &mut s, &mut parts, &mut out);
@@ -376,8 +384,8 @@ mod tests {
                 let mut qr = q.clone();
                 prepare_queries(&job, &mut qr);
                 let mut out = vec![0.0f32; group * hd];
-                let mut s = Scores::new(group);
-                let mut parts = vec![Partial::new(group, hd); parts(n)];
+                let mut s = Scores::new(group).unwrap();
+                let mut parts = vec![Partial::new(group, hd).unwrap(); parts(n)];
                 attend(&job, 0, &qr, n, &mut s, &mut parts, &mut out);
                 let (kf, vf): (Vec<f64>, Vec<f64>) = match (kr, vr) {
                     (KvRows::F16(a), KvRows::F16(b)) => (
@@ -411,6 +419,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A part whose every score overflowed to -inf weighs nothing in the
+    /// merge (as its positions would in one softmax), not NaN.
+    #[test]
+    fn a_part_of_minus_infinite_scores_weighs_nothing() {
+        let n = PART + 4;
+        let mut k = vec![f32::MAX; n * 2];
+        k[PART * 2..].fill(1.0);
+        let v: Vec<f32> = (0..n * 2).map(|i| (i % 7) as f32).collect();
+        let job = HeadJob {
+            k: KvRows::F32(&k),
+            v: KvRows::F32(&v),
+            head_stride: n * 2,
+            head_dim: 2,
+            scale: 1.0,
+            round: false,
+            dot: Dispatch::Scalar,
+        };
+        let mut out = [0.0f32; 2];
+        let mut s = Scores::new(1).unwrap();
+        let mut parts = vec![Partial::new(1, 2).unwrap(); 2];
+        attend(&job, 0, &[-1.0, -1.0], n, &mut s, &mut parts, &mut out);
+        // The last four positions have equal scores: the mean of their values.
+        let want: Vec<f32> = (0..2)
+            .map(|i| (PART..n).map(|t| v[t * 2 + i]).sum::<f32>() / 4.0)
+            .collect();
+        assert_eq!(out.to_vec(), want);
     }
 
     #[test]

@@ -169,15 +169,34 @@ struct TileTask {
 /// cache of `capacity` positions.
 fn part_tasks(c: &super::Qwen3Config, capacity: usize) -> Result<Vec<PartTask>, ModelError> {
     let group = c.heads / c.kv_heads;
-    let task = PartTask {
-        scores: Scores::new(group),
-        part: Partial::new(group, c.head_dim),
-    };
-    super::kv_cache::try_filled(
+    try_collect(
         c.kv_heads.saturating_mul(attention::parts(capacity)),
-        task,
-        || format!("attention scratch for {capacity} positions"),
+        || {
+            Ok(PartTask {
+                scores: Scores::new(group)?,
+                part: Partial::new(group, c.head_dim)?,
+            })
+        },
     )
+}
+
+/// `n` values of `make`, every allocation checked: the scratch of a
+/// session sized for a long context can be as large as its KV cache, and
+/// not fitting is [`ModelError::Options`], not an aborted process.
+fn try_collect<T>(
+    n: usize,
+    mut make: impl FnMut() -> Result<T, ModelError>,
+) -> Result<Vec<T>, ModelError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        ModelError::Options(format!(
+            "attention scratch of {n} tasks does not fit in memory"
+        ))
+    })?;
+    for _ in 0..n {
+        v.push(make()?);
+    }
+    Ok(v)
 }
 
 impl Rows {
@@ -203,21 +222,14 @@ impl Rows {
             gu: vec![0.0; rows * 2 * f],
             cos: vec![0.0; rows * (hd / 2)],
             sin: vec![0.0; rows * (hd / 2)],
-            tiles: (0..tiles)
-                .map(|_| {
-                    let parts = super::kv_cache::try_filled(
-                        attention::parts(capacity),
-                        Partial::new(g, hd),
-                        || format!("attention scratch for {capacity} positions"),
-                    )?;
-                    Ok(TileTask {
-                        q: vec![0.0; g * hd],
-                        scores: Scores::new(g),
-                        parts,
-                        out: vec![0.0; PREFILL_TILE * g * hd],
-                    })
+            tiles: try_collect(tiles, || {
+                Ok(TileTask {
+                    q: vec![0.0; g * hd],
+                    scores: Scores::new(g)?,
+                    parts: try_collect(attention::parts(capacity), || Partial::new(g, hd))?,
+                    out: vec![0.0; PREFILL_TILE * g * hd],
                 })
-                .collect::<Result<_, ModelError>>()?,
+            })?,
         })
     }
 }
