@@ -368,3 +368,60 @@ fn quantized_prefill_rows_equal_decode_rows() {
         }
     });
 }
+
+/// The Q8_0 and Q4_0 GEMM unpacks sixteen weight rows per pass over the
+/// batch's groups: weight-row counts on both sides of a tile and of a
+/// 64-row task, with a batch of two whole groups and a rest, each prefill
+/// row still that row's decode product, bit for bit.
+#[test]
+fn b32_gemm_tiles_cut_anywhere() {
+    use inferno_cpu::backend::{AnyBackend, Backend};
+    use inferno_cpu::matvec::{BlockMatrix, Weight};
+    use inferno_cpu::quant::BlockQ4_0;
+
+    let backends: Vec<AnyBackend> = [("simd", 1), ("parallel", 3)]
+        .into_iter()
+        .map(|(name, threads)| AnyBackend::new(name, threads).unwrap())
+        .collect();
+    let (cols, m) = (64, 19);
+    for rows in [1, 15, 16, 17, 31, 33, 63, 64, 65, 80] {
+        let mut rng = Rng(SplitMix64::new(rows as u64));
+        let q8: Vec<BlockQ8_0> = (0..rows * cols / 32).map(|_| rng.block()).collect();
+        let q4: Vec<BlockQ4_0> = (0..rows * cols / 32)
+            .map(|_| {
+                let mut b = [0u8; 18];
+                b.iter_mut().for_each(|v| *v = rng.next() as u8);
+                b[..2].copy_from_slice(&half::f16::from_f32(rng.f32()).to_le_bytes());
+                bytemuck::pod_read_unaligned(&b)
+            })
+            .collect();
+        let ws = [
+            Weight::Q8_0(Q8Matrix::new(&q8, rows, cols).unwrap()),
+            Weight::Q4_0(BlockMatrix::new(&q4, rows, cols).unwrap()),
+        ];
+        let xf: Vec<f32> = (0..m * cols).map(|_| rng.f32() * 4.0).collect();
+        for be in &backends {
+            for w in &ws {
+                let mut xs = QuantizedBatch::new();
+                xs.quantize_forms(&xf, cols, w.forms()).unwrap();
+                let mut outs = vec![f32::NAN; m * rows];
+                be.matmul(w, &xs, &mut outs).unwrap();
+                let mut xi = QuantizedVector::new();
+                for (i, got) in outs.chunks(rows).enumerate() {
+                    xi.quantize_forms(&xf[i * cols..(i + 1) * cols], w.forms())
+                        .unwrap();
+                    let mut want = vec![f32::NAN; rows];
+                    be.matvec(std::slice::from_ref(w), &xi, &mut want).unwrap();
+                    assert_eq!(
+                        bits(got),
+                        bits(&want),
+                        "{} x{} {} with {rows} rows, batch row {i}",
+                        be.name(),
+                        be.threads(),
+                        w.type_name()
+                    );
+                }
+            }
+        }
+    }
+}
