@@ -221,3 +221,61 @@ fn errors_are_one_line_with_status_1() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pool"));
 }
+
+/// `bench --kernels --model F` times F's own decode products: a Q4_K_M
+/// file's mix of types is named, every backend row is printed, and the
+/// outputs are checked bit for bit; the model-run flags it has no use for
+/// are refused (clap's status 2).
+#[test]
+fn bench_kernels_times_a_files_own_weights() {
+    let dir = std::env::temp_dir().join(format!("inferno-cli-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("small-q4_k_m.gguf");
+    let file = file.to_str().unwrap();
+    let synth = inferno(&[
+        "synth", "--config", "small", "--type", "q4_k_m", "--out", file,
+    ]);
+    assert!(
+        synth.status.success(),
+        "{}",
+        String::from_utf8_lossy(&synth.stderr)
+    );
+    let out = inferno(&[
+        "bench",
+        "--kernels",
+        "--model",
+        file,
+        "--threads",
+        "2",
+        "--samples",
+        "10",
+        "--tokens",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("decode matvecs of"), "{stdout}");
+    assert!(
+        stdout.contains("Q4_K") && stdout.contains("Q6_K"),
+        "{stdout}"
+    );
+    for row in [
+        "| simd     |       1",
+        "| pool     |       2",
+        "| parallel |       2",
+    ] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
+    }
+    assert!(stdout.contains("bit-identical to simd's"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    for flag in ["--json", "--trace"] {
+        let out = inferno(&["bench", "--kernels", "--model", MODEL, flag]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    }
+}

@@ -19,6 +19,7 @@ mod eval;
 mod generate;
 mod inspect;
 mod machine;
+mod model_matvecs;
 mod synth;
 mod tokenize;
 mod trace;
@@ -77,8 +78,10 @@ struct BenchArgs {
     #[arg(long)]
     trace: bool,
     /// Instead of the model, time the kernels alone: dispatch latency
-    /// (pool vs rayon) and the 197 decode matvecs on in-memory weights.
-    #[arg(long)]
+    /// (pool vs rayon) and the 197 decode matvecs of a token, on synthetic
+    /// Q8_0 weights of Qwen3-0.6B's shapes, or with --model on the file's
+    /// own weights (whatever their types).
+    #[arg(long, conflicts_with_all = ["json", "trace", "prompt_tokens", "kv", "backends"])]
     kernels: bool,
     /// With --kernels: dispatch-latency samples per configuration.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
@@ -168,7 +171,12 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         let counts = if pooled.is_empty() { vec![2] } else { pooled };
         dispatch_bench::run(&counts, args.samples as usize)?;
         println!();
-        return Ok(decode_bench::run(&threads, args.tokens.min(64) as usize)?);
+        let tokens = args.tokens.min(64) as usize;
+        return if args.model.path.model.is_some() {
+            model_matvecs::run(&args.model, &threads, tokens)
+        } else {
+            Ok(decode_bench::run(&threads, tokens)?)
+        };
     }
     let plan = bench::Plan {
         model: args.model.clone(),
