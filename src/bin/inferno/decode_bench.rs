@@ -207,6 +207,28 @@ fn check_identical(weights: &Weights, pool: &ThreadPool) -> Result<bool, Box<dyn
     Ok(same)
 }
 
+/// The table's header (after a blank line).
+pub fn print_header() {
+    println!();
+    println!("| backend  | threads | ms/token | tokens/s | weight GB/s | vs simd |");
+    println!("|----------|--------:|---------:|---------:|------------:|--------:|");
+}
+
+/// One row of the table: `t` per token of `gb` GB of weights, against
+/// `single`, the `simd` row's time.
+pub fn print_row(backend: BackendKind, threads: usize, t: Duration, single: Duration, gb: f64) {
+    let s = t.as_secs_f64();
+    println!(
+        "| {:<8} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>6.2}x |",
+        backend.name(),
+        threads,
+        s * 1e3,
+        1.0 / s,
+        gb / s,
+        single.as_secs_f64() / s
+    );
+}
+
 /// Runs the sweep and prints its table.
 pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>> {
     eprintln!("synthesizing Qwen3-0.6B-shaped Q8_0 weights ...");
@@ -218,21 +240,10 @@ pub fn run(thread_counts: &[usize], tokens: usize) -> Result<(), Box<dyn Error>>
         weights.cfg.layers * weights.shapes.len() + 1,
         gb * 1e3
     );
-    println!();
-    println!("| backend  | threads | ms/token | tokens/s | weight GB/s | vs simd |");
-    println!("|----------|--------:|---------:|---------:|------------:|--------:|");
+    print_header();
     let single = time_tokens(&weights, tokens, &|w, x, o| Ok(matvec_q8_0(w, x, o)?))?;
     let row = |backend: BackendKind, threads: usize, t: Duration| {
-        let s = t.as_secs_f64();
-        println!(
-            "| {:<8} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>6.2}x |",
-            backend.name(),
-            threads,
-            s * 1e3,
-            1.0 / s,
-            gb / s,
-            single.as_secs_f64() / s
-        );
+        print_row(backend, threads, t, single, gb);
     };
     row(BackendKind::Simd, 1, single);
     for &threads in thread_counts {

@@ -21,6 +21,7 @@ use inferno_cpu::model::Qwen3;
 use inferno_cpu::quant::QuantizedVector;
 
 use crate::args::ModelArgs;
+use crate::decode_bench::{print_header, print_row};
 use crate::CliError;
 
 /// One decode dispatch: the matrices sharing an input, the input
@@ -128,23 +129,12 @@ pub fn run(model: &ModelArgs, thread_counts: &[usize], tokens: usize) -> Result<
         gb * 1e3,
         type_mix(&ps)
     );
-    println!();
-    println!("| backend  | threads | ms/token | tokens/s | weight GB/s | vs simd |");
-    println!("|----------|--------:|---------:|---------:|------------:|--------:|");
+    print_header();
     let simd = AnyBackend::with_kind(BackendKind::Simd, 1)?;
     let single = time_tokens(&simd, &mut ps, tokens)?;
     let want = output_bits(&ps);
     let row = |kind: BackendKind, threads: usize, t: Duration| {
-        let s = t.as_secs_f64();
-        println!(
-            "| {:<8} | {:>7} | {:>8.2} | {:>8.1} | {:>11.1} | {:>6.2}x |",
-            kind.name(),
-            threads,
-            s * 1e3,
-            1.0 / s,
-            gb / s,
-            single.as_secs_f64() / s
-        );
+        print_row(kind, threads, t, single, gb);
     };
     row(BackendKind::Simd, 1, single);
     for &threads in thread_counts {
