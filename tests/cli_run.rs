@@ -278,4 +278,8 @@ fn bench_kernels_times_a_files_own_weights() {
         assert_eq!(out.status.code(), Some(2), "{flag}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
     }
+    // And `--samples` means nothing without `--kernels`.
+    let out = inferno(&["bench", "--model", MODEL, "--samples", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kernels"));
 }

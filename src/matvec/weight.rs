@@ -461,10 +461,12 @@ pub(crate) fn gemm_group_rows(
 /// group is read from L1 by sixteen weight rows in a row, whose unpacked
 /// levels (about 36 bytes per 32 weights, 18 KiB for sixteen 1024-wide
 /// rows) stay beside it. Measured on an AMD EPYC (Zen 5) VM, 1 thread,
-/// prefill of 128 tokens alternated three times: Q4_0 137-150 tok/s with
-/// one set, 165-199 with eight; Q8_0 136-147, 147-167. The K-quant GEMMs
-/// (four rows a set, levels four times larger per weight) measured no
-/// clear difference and keep one set.
+/// prefill of 128 tokens, the binaries with one set and with eight
+/// alternated over three rounds: Q4_0 147-159 tok/s to 188-198, Q8_0
+/// 118-161 to 157-206. The K-quant GEMMs (four rows a set, each row's
+/// batch traffic already a quarter) measured no clear difference with
+/// four sets (Q4_K_M 224-331 tok/s against 278-326, Q6_K 239-295 against
+/// 238-288) and keep one.
 const B32_TILE_SETS: usize = 8;
 
 /// `segs[8g + a][j] = gemm(rows j.., group g)[..][a]` for every weight row

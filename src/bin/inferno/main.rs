@@ -84,7 +84,7 @@ struct BenchArgs {
     #[arg(long, conflicts_with_all = ["json", "trace", "prompt_tokens", "kv", "backends"])]
     kernels: bool,
     /// With --kernels: dispatch-latency samples per configuration.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
+    #[arg(long, requires = "kernels", default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
     samples: u32,
 }
 
