@@ -30,7 +30,7 @@ use super::{BlockMatrix, Q8Matrix, ShapeError};
 
 /// How far ahead of the row being computed the decode products prefetch
 /// the weights they will read (the Q8_0 kernels' own distance).
-const PREFETCH_AHEAD: usize = 4096;
+const PREFETCH_AHEAD: usize = 8192;
 
 /// A weight matrix of any type this crate runs, borrowed.
 #[derive(Clone, Copy, Debug)]

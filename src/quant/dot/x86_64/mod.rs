@@ -16,8 +16,15 @@
 /// measured on, the hardware prefetchers alone kept a single thread at
 /// about half the read bandwidth of a plain load loop, and a prefetch
 /// 4 KiB ahead brought the kernel to within 15% of it (2 KiB and 16 KiB
-/// measured within a few percent of 4 KiB; 512 bytes was too close).
-pub(crate) const PREFETCH_AHEAD: usize = 4096;
+/// measured within a few percent of 4 KiB; 512 bytes was too close). On an
+/// AMD EPYC (Zen 5) VM, where one core computes about as fast as it
+/// reads, 8 KiB beat 4 KiB on one thread: Q8_0's decode products 37.1-38.3
+/// to 40.1-41.7 GB/s, Q6_K's 35.6-37.6 to 38.3-40.2 (`inferno bench
+/// --kernels --model`, alternated; 16 KiB measured as 8), and a whole
+/// Q8_0 decode step 53.8-55.7 to 57.2-61.5 tok/s; two threads, bound by
+/// the shared bandwidth, unchanged. The bandwidth probe (`sum_bytes`)
+/// asks as far ahead, as the products do.
+pub(crate) const PREFETCH_AHEAD: usize = 8192;
 
 /// The Q8_0 kernels of one x86 instruction set, given that module's
 /// `prep(&BlockQ8_0) -> Weight` and `lanes(Weight, &ActBlock) -> __m256i`,
