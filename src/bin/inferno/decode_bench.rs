@@ -115,9 +115,7 @@ struct Scratch {
 impl Scratch {
     fn new(w: &Weights) -> Self {
         let widest = w.cfg.ffn.max(w.cfg.hidden).max(w.cfg.q_dim());
-        let input: Vec<f32> = (0..widest)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-            .collect();
+        let input = input(widest);
         Self {
             x_hidden: QuantizedVector::new(),
             x_q: QuantizedVector::new(),
@@ -180,15 +178,29 @@ fn time_tokens(
     matvec: &Matvec<'_>,
 ) -> Result<Duration, Box<dyn Error>> {
     let mut scratch = Scratch::new(weights);
-    token(weights, &mut scratch, matvec)?;
-    let mut times = Vec::with_capacity(tokens);
-    for _ in 0..tokens {
+    median_time(tokens, || token(weights, &mut scratch, matvec))
+}
+
+/// The median time of `runs` calls of `f` (at least one), after one
+/// warm-up call.
+pub fn median_time<E>(runs: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Duration, E> {
+    f()?;
+    let mut times = Vec::with_capacity(runs.max(1));
+    for _ in 0..runs.max(1) {
         let start = Instant::now();
-        token(weights, &mut scratch, matvec)?;
+        f()?;
         times.push(start.elapsed());
     }
     times.sort_unstable();
     Ok(times[times.len() / 2])
+}
+
+/// The input every benchmarked product reads: `n` fixed values in
+/// `-2..=2`, the same on every run.
+pub fn input(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect()
 }
 
 /// Checks that every backend produced the single-core logits bit for bit.

@@ -13,7 +13,7 @@
 //! `simd`'s, bit for bit.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inferno_cpu::backend::{AnyBackend, Backend, BackendKind};
 use inferno_cpu::matvec::Weight;
@@ -21,7 +21,7 @@ use inferno_cpu::model::Qwen3;
 use inferno_cpu::quant::QuantizedVector;
 
 use crate::args::ModelArgs;
-use crate::decode_bench::{print_header, print_row};
+use crate::decode_bench::{input, median_time, print_header, print_row};
 use crate::CliError;
 
 /// One decode dispatch: the matrices sharing an input, the input
@@ -48,9 +48,7 @@ fn products<'a>(model: &'a Qwen3<'_>) -> Result<Vec<Product<'a>>, CliError> {
         .map(|ws| {
             let cols = ws[0].cols();
             let rows = ws.iter().map(Weight::rows).sum();
-            let input: Vec<f32> = (0..cols)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-                .collect();
+            let input = input(cols);
             let mut x = QuantizedVector::with_capacity(cols);
             x.quantize_forms(&input, Weight::forms_of(&ws))
                 .map_err(|e| CliError::msg(e.to_string()))?;
@@ -79,15 +77,7 @@ fn time_tokens(
     ps: &mut [Product<'_>],
     tokens: usize,
 ) -> Result<Duration, CliError> {
-    token(backend, ps)?;
-    let mut times = Vec::with_capacity(tokens);
-    for _ in 0..tokens {
-        let start = Instant::now();
-        token(backend, ps)?;
-        times.push(start.elapsed());
-    }
-    times.sort_unstable();
-    Ok(times[times.len() / 2])
+    median_time(tokens, || token(backend, ps))
 }
 
 /// Every output of `ps`, as bits.
