@@ -154,10 +154,16 @@ pub(crate) fn attend_part(
     let queries = q.chunks_exact(hd).enumerate();
     let s = &mut scores.0;
     match job.k {
+        // Two query heads per key/value head (Qwen3-0.6B and 1.7B): each
+        // key row is widened once for both, the part's rows in one call.
+        KvRows::F16(k) if q.len() == 2 * hd => {
+            let (q0, q1) = q.split_at(hd);
+            let (s0, s1) = s.split_at_mut(PART);
+            let keys = &k[start..start + n * hd];
+            let out = [&mut s0[..n], &mut s1[..n]];
+            job.dot.scores_f16_x2([q0, q1], keys, job.scale, out);
+        }
         KvRows::F16(k) => {
-            // Two query heads per key/value head (Qwen3-0.6B and 1.7B):
-            // each key row is widened once for both.
-            let two = q.len() == 2 * hd;
             for t in 0..n {
                 let kr = &k[row(t)];
                 // The key row `KV_PREFETCH_ROWS` positions on (a hint:
@@ -165,15 +171,8 @@ pub(crate) fn attend_part(
                 for line in (0..2 * hd).step_by(64) {
                     prefetch_read(kr, KV_PREFETCH_ROWS * 2 * hd + line);
                 }
-                if two {
-                    let (q0, q1) = q.split_at(hd);
-                    let [a, b] = job.dot.dot_f16_x2([q0, q1], kr);
-                    s[t] = a * job.scale;
-                    s[PART + t] = b * job.scale;
-                } else {
-                    for (h, qh) in queries.clone() {
-                        s[h * PART + t] = job.dot.dot_f16(qh, kr) * job.scale;
-                    }
+                for (h, qh) in queries.clone() {
+                    s[h * PART + t] = job.dot.dot_f16(qh, kr) * job.scale;
                 }
             }
         }

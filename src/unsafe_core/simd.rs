@@ -191,6 +191,19 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn scores_f16_x2(
+            self,
+            q: [&[f32]; 2],
+            k: &[f16],
+            scale: f32,
+            out: [&mut [f32]; 2],
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::scores_f16_x2_are_each_rows_dot
+            unsafe { avx2::scores_f16_x2(q, k, scale, out) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16_x2(
             self,
             out: [&mut [f32]; 2],
@@ -262,6 +275,20 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/quant/dot/mod.rs::dot_f16_x2_is_two_dot_f16
             unsafe { avx512vnni::dot_f16_x2(x, k) }
+        }
+
+        #[inline]
+        pub(crate) fn scores_f16_x2(
+            self,
+            q: [&[f32]; 2],
+            k: &[f16],
+            scale: f32,
+            out: [&mut [f32]; 2],
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::scores_f16_x2_are_each_rows_dot
+            unsafe { avx512vnni::scores_f16_x2(q, k, scale, out) }
         }
 
         #[inline]

@@ -92,8 +92,7 @@ use crate::unsafe_core::simd::{NeonDotToken, NeonToken};
 pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 
 /// How many cached positions ahead decode attention asks for the key and
-/// value rows it will read (`model::attention::attend_part`,
-/// `weighted_sum_f16_x2`). A head's rows are contiguous, but after a
+/// value rows it will read (`scores_f16_x2`, `weighted_sum_f16_x2`). A head's rows are contiguous, but after a
 /// 511-token prompt a Qwen3-0.6B decode step reads 58.6 MB of them from
 /// memory with little arithmetic per row, and with the hardware
 /// prefetchers alone the attention read them at about 5 GB/s on one
@@ -1039,6 +1038,44 @@ impl Dispatch {
         }
     }
 
+    /// Attention scores of two queries against `out[0].len()` consecutive
+    /// key rows of `q[0].len()` values in `k`: `out[h][t] = dot(q[h], row
+    /// t) * scale`. The x86 kernels sum eight (AVX2) or sixteen (AVX-512)
+    /// positions' lanes together, for widths that are a multiple of 32
+    /// (each its own bits, the same for a row wherever it sits); the rest
+    /// run [`dot_f16_x2`](Self::dot_f16_x2) row by row.
+    ///
+    /// # Panics
+    ///
+    /// If the queries or the outputs differ in length, or `k` holds fewer
+    /// rows than asked for.
+    #[inline]
+    pub(crate) fn scores_f16_x2(self, q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f32]; 2]) {
+        let hd = q[0].len();
+        #[cfg(target_arch = "x86_64")]
+        if hd > 0 && hd.is_multiple_of(32) {
+            match self {
+                Dispatch::Avx2(t) => return t.scores_f16_x2(q, k, scale, out),
+                Dispatch::Avx512Vnni(t) => return t.scores_f16_x2(q, k, scale, out),
+                Dispatch::AvxVnni(t) => return t.avx2().scores_f16_x2(q, k, scale, out),
+                Dispatch::Scalar => {}
+            }
+        }
+        let [o0, o1] = out;
+        assert!(
+            q[1].len() == hd && o1.len() == o0.len(),
+            "scores_f16_x2: shapes differ"
+        );
+        for (t, (a, b)) in o0.iter_mut().zip(o1.iter_mut()).enumerate() {
+            let row = &k[t * hd..(t + 1) * hd];
+            for line in (0..2 * hd).step_by(64) {
+                crate::unsafe_core::prefetch::prefetch_read(row, KV_PREFETCH_ROWS * 2 * hd + line);
+            }
+            let [x, y] = self.dot_f16_x2(q, row);
+            (*a, *b) = (x * scale, y * scale);
+        }
+    }
+
     /// `weighted_sum_f16` of two weight vectors over the same rows, bit for
     /// bit (the x86 kernels widen each row once for both).
     #[inline]
@@ -1639,6 +1676,62 @@ mod tests {
                 for (g, qi) in got.iter().zip(&q) {
                     let want = d.dot_f16(qi, &k);
                     prop_assert!(g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()), "{:?}: {} vs {}", kernel, g, want);
+                }
+            });
+        }
+    }
+
+    /// Every kernel's attention scores over consecutive `f16` key rows are
+    /// each row's dot product times the scale, within the `f32` error bound
+    /// of the exact one; a row's score has the same bits wherever the row
+    /// sits in the call (the rows shifted by one position, so every row
+    /// moves within the AVX-512 kernel's blocks of sixteen); and where no
+    /// block kernel runs they are `dot_f16_x2`'s bits.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn scores_f16_x2_are_each_rows_dot() {
+        use proptest::prelude::*;
+        let case = (
+            prop::sample::select(vec![8usize, 32, 40, 64, 96, 128]),
+            0usize..40,
+        )
+            .prop_flat_map(|(hd, n)| {
+                let vals = prop::collection::vec(-8.0f32..8.0, (n + 1) * hd);
+                let q = prop::collection::vec(-2.0f32..2.0, 2 * hd);
+                (Just(hd), Just(n), vals, q)
+            });
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|((hd, n, vals, q) in case.clone())| {
+                let k: Vec<f16> = vals.iter().map(|&v| f16::from_f32(v)).collect();
+                let (q0, q1) = q.split_at(hd);
+                let scale = 0.125;
+                let mut s = vec![vec![0.0f32; n + 1]; 2];
+                let [a, b] = &mut s[..] else { unreachable!() };
+                d.scores_f16_x2([q0, q1], &k, scale, [&mut a[..], &mut b[..]]);
+                let mut shifted = vec![vec![0.0f32; n]; 2];
+                let [c, e] = &mut shifted[..] else { unreachable!() };
+                d.scores_f16_x2([q0, q1], &k[hd..], scale, [&mut c[..], &mut e[..]]);
+                for (h, qh) in [q0, q1].into_iter().enumerate() {
+                    for t in 0..=n {
+                        let row: Vec<f32> = k[t * hd..(t + 1) * hd].iter().map(|x| x.to_f32()).collect();
+                        let exact: f64 = row.iter().zip(qh).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+                        let got = s[h][t];
+                        let bound = f32_error_bound(&row, qh) * f64::from(scale) + f64::from(f32::EPSILON) * (exact * f64::from(scale)).abs();
+                        prop_assert!((f64::from(got) - exact * f64::from(scale)).abs() <= bound,
+                            "{kernel:?} hd {hd} row {t}: {got} vs {}", exact * f64::from(scale));
+                        if t > 0 {
+                            prop_assert_eq!(shifted[h][t - 1].to_bits(), got.to_bits(), "{:?} row {} moved", kernel, t);
+                        }
+                        let blocks = !matches!(d, Dispatch::Scalar) && cfg!(target_arch = "x86_64") && hd.is_multiple_of(32);
+                        if !blocks {
+                            let want = d.dot_f16_x2([q0, q1], &k[t * hd..(t + 1) * hd])[h] * scale;
+                            prop_assert_eq!(got.to_bits(), want.to_bits());
+                        }
+                    }
                 }
             });
         }

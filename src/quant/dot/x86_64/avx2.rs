@@ -225,6 +225,121 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
     finish_f16_x2(acc, [a_rest, b_rest], k_rest)
 }
 
+/// Attention scores of two queries against `out[0].len()` consecutive
+/// `f16` key rows of `q[0].len()` values each (`k` holds at least those
+/// rows): `out[h][t] = dot(q[h], row t) * scale`.
+///
+/// Eight positions at a time, as `avx512vnni::scores_f16_x2` does
+/// sixteen: a row's dot ends in one 8-lane register per query (four
+/// accumulators over the chunks of eight, added in pairs), and the eight
+/// positions' registers are summed together by a transpose of adds (7
+/// adds and 14 shuffles for eight positions instead of a horizontal sum
+/// each). Every position's lanes meet in the same tree whatever its place
+/// in the block (a short block is filled with zeros), so a score depends
+/// on its row and the query alone. Its bits are this kernel's own, not
+/// [`dot_f16_x2`]'s.
+///
+/// The row [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on
+/// is asked for as each row is read.
+///
+/// # Panics
+///
+/// If the width is not a nonzero multiple of 32, the queries or the
+/// outputs differ in length, or `k` holds fewer rows than asked for.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f32]; 2]) {
+    let hd = q[0].len();
+    let [o0, o1] = out;
+    let n = o0.len();
+    assert!(
+        hd > 0 && hd.is_multiple_of(32) && q[1].len() == hd && o1.len() == n,
+        "scores_f16_x2: shapes differ"
+    );
+    assert!(
+        k.len() / hd >= n,
+        "scores_f16_x2: {n} rows of {hd} past the end of the keys"
+    );
+    let (q0, _) = q[0].as_chunks::<32>();
+    let (q1, _) = q[1].as_chunks::<32>();
+    let sc = _mm256_set1_ps(scale);
+    let mut t = 0;
+    while t < n {
+        let m = (n - t).min(8);
+        let u0 = scores_quad(k, [q0, q1], t, t + m);
+        let u1 = scores_quad(k, [q0, q1], t + 4, t + m);
+        for (h, o) in [&mut *o0, &mut *o1].into_iter().enumerate() {
+            // Each register holds four positions' sums per 128-bit half:
+            // add the halves.
+            let s = _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(u0[h], u1[h]),
+                _mm256_permute2f128_ps::<0x31>(u0[h], u1[h]),
+            );
+            let vals: [f32; 8] = bytemuck::cast(_mm256_mul_ps(s, sc));
+            o[t..t + m].copy_from_slice(&vals[..m]);
+        }
+        t += m;
+    }
+}
+
+/// Positions `at..at + 4` of [`scores_f16_x2`] (those before `end`; the
+/// rest count as zero) folded into one register per query: per 128-bit
+/// half, the four positions' sums over that half, in order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m256; 2] {
+    let zero = _mm256_setzero_ps();
+    let mut r = [[zero; 2]; 4];
+    for (i, ri) in r.iter_mut().enumerate() {
+        if at + i < end {
+            *ri = row_dots(k, q, at + i);
+        }
+    }
+    // Per half, rows a, b: [a0 + a2, b0 + b2, a1 + a3, b1 + b3].
+    let pairs =
+        |a: __m256, b: __m256| _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+    [0, 1].map(|h| {
+        let ab = _mm256_castps_pd(pairs(r[0][h], r[1][h]));
+        let cd = _mm256_castps_pd(pairs(r[2][h], r[3][h]));
+        _mm256_add_ps(
+            _mm256_castpd_ps(_mm256_unpacklo_pd(ab, cd)),
+            _mm256_castpd_ps(_mm256_unpackhi_pd(ab, cd)),
+        )
+    })
+}
+
+/// Key row `at` of `k` against both queries: per query, the eight lane
+/// sums (four accumulators, one per eight values of each chunk of 32,
+/// added in pairs). Asks for the row
+/// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_dots(k: &[f16], q: [&[[f32; 32]]; 2], at: usize) -> [__m256; 2] {
+    let hd = q[0].len() * 32;
+    let row = &k[at * hd..(at + 1) * hd];
+    let ahead = crate::quant::dot::KV_PREFETCH_ROWS * 2 * hd;
+    for line in (0..2 * hd).step_by(64) {
+        crate::unsafe_core::prefetch::prefetch_read(row, ahead + line);
+    }
+    let (kc, _) = row.as_chunks::<32>();
+    let mut a = [[_mm256_setzero_ps(); 4]; 2];
+    for ((kc, x0), x1) in kc.iter().zip(q[0]).zip(q[1]) {
+        let kv: [__m128i; 4] = bytemuck::cast(*kc);
+        let x0: [__m256; 4] = bytemuck::cast(*x0);
+        let x1: [__m256; 4] = bytemuck::cast(*x1);
+        for i in 0..4 {
+            let w = _mm256_cvtph_ps(kv[i]);
+            a[0][i] = _mm256_fmadd_ps(x0[i], w, a[0][i]);
+            a[1][i] = _mm256_fmadd_ps(x1[i], w, a[1][i]);
+        }
+    }
+    [0, 1].map(|h| {
+        _mm256_add_ps(
+            _mm256_add_ps(a[h][0], a[h][1]),
+            _mm256_add_ps(a[h][2], a[h][3]),
+        )
+    })
+}
+
 /// The end of [`dot_f16_x2`] (and of the 512-bit form, which hands over its
 /// accumulators split into these four): each query's last chunks of eight
 /// and single values after the whole chunks of 32, then its sum.
