@@ -25,7 +25,7 @@ use std::ops::Range;
 use half::f16;
 
 use super::kv_cache::try_filled;
-use super::ops::{exp, round_f16, softmax};
+use super::ops::{exp, round_f16};
 use super::ModelError;
 use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
 use crate::unsafe_core::prefetch::prefetch_read;
@@ -127,10 +127,11 @@ pub(crate) fn prepare_queries(job: &HeadJob<'_>, q: &mut [f32]) {
 /// the cached positions `range` (at most [`PART`]), into `p`.
 ///
 /// The group's heads share their keys and values, so each cached row is
-/// read from memory once for all of them. Each head's arithmetic is the
-/// same as if it ran alone (the same kernels, in the same order), so the
-/// result does not depend on how heads are grouped or which thread runs
-/// them.
+/// read from memory once for all of them. A group of two heads with an
+/// `f16` cache scores its rows with `scores_f16_x2` (blocks of positions,
+/// its own bits), other groups with one dot per head and row; the group's
+/// size is the model's, and a score depends on its row and query alone,
+/// never on which part, block or thread computes it.
 ///
 /// # Panics
 ///
@@ -187,7 +188,7 @@ pub(crate) fn attend_part(
     }
     for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
         let sh = &mut sh[..n];
-        (p.max[h], p.sum[h]) = softmax(sh);
+        (p.max[h], p.sum[h]) = job.dot.softmax(sh);
         if job.round {
             round_f16(sh);
         }

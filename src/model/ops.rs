@@ -176,6 +176,12 @@ pub(crate) fn round_f16(x: &mut [f32]) {
 /// In-place softmax of `x`, with the normalizer summed in `f64`; returns
 /// the largest value and that normalizer (the sum of `exp(x - max)`), with
 /// which attention merges the softmaxes of its parts.
+///
+/// Attention runs it through `Dispatch::softmax`, which compiles this
+/// code for the CPU's vector width (the same operations, so the same
+/// bits); `inline(always)` makes sure it is inlined there, where a plain
+/// `inline` left the AVX2 build calling this baseline one.
+#[inline(always)]
 pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     // Two passes: the first vectorizes, the second keeps the sum's order.

@@ -204,6 +204,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn softmax(self, x: &mut [f32]) -> (f32, f64) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::softmax_kernels_are_the_portable_softmax
+            unsafe { avx2::softmax(x) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16_x2(
             self,
             out: [&mut [f32]; 2],
@@ -289,6 +296,14 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/quant/dot/mod.rs::scores_f16_x2_are_each_rows_dot
             unsafe { avx512vnni::scores_f16_x2(q, k, scale, out) }
+        }
+
+        #[inline]
+        pub(crate) fn softmax(self, x: &mut [f32]) -> (f32, f64) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::softmax_kernels_are_the_portable_softmax
+            unsafe { avx512vnni::softmax(x) }
         }
 
         #[inline]

@@ -1076,6 +1076,22 @@ impl Dispatch {
         }
     }
 
+    /// In-place softmax of `x` with its largest value and normalizer
+    /// (`model::ops::softmax`), the same bits from every kernel: the x86
+    /// ones run the portable code compiled for their vector width.
+    #[inline]
+    pub(crate) fn softmax(self, x: &mut [f32]) -> (f32, f64) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.softmax(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.softmax(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().softmax(x),
+            _ => crate::model::ops::softmax(x),
+        }
+    }
+
     /// `weighted_sum_f16` of two weight vectors over the same rows, bit for
     /// bit (the x86 kernels widen each row once for both).
     #[inline]
@@ -1695,7 +1711,7 @@ mod tests {
     fn scores_f16_x2_are_each_rows_dot() {
         use proptest::prelude::*;
         let case = (
-            prop::sample::select(vec![8usize, 32, 40, 64, 96, 128]),
+            prop::sample::select(vec![8usize, 32, 40, 64, 96, 128, 160]),
             0usize..40,
         )
             .prop_flat_map(|(hd, n)| {
@@ -1732,6 +1748,38 @@ mod tests {
                             prop_assert_eq!(got.to_bits(), want.to_bits());
                         }
                     }
+                }
+            });
+        }
+    }
+
+    /// Every kernel's softmax is the portable one, bit for bit (the
+    /// scaled values, the largest value and the normalizer), over lengths
+    /// with and without a remainder of eight and sixteen and scores that
+    /// include infinities, NaN and values past `exp`'s range.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn softmax_kernels_are_the_portable_softmax() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            8 => -100.0f32..100.0,
+            1 => prop::sample::select(vec![f32::NEG_INFINITY, f32::INFINITY, f32::NAN, -1e30, 1e30, 0.0, -0.0]),
+        ];
+        let xs = prop::collection::vec(value, 0..300);
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|(x in xs.clone())| {
+                let (mut got, mut want) = (x.clone(), x);
+                let (gm, gs) = d.softmax(&mut got);
+                let (wm, ws) = crate::model::ops::softmax(&mut want);
+                prop_assert!(same(gm, wm), "{:?}: max {} vs {}", kernel, gm, wm);
+                prop_assert!(gs.to_bits() == ws.to_bits() || (gs.is_nan() && ws.is_nan()), "{:?}: sum {} vs {}", kernel, gs, ws);
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    prop_assert!(same(g, w), "{:?}: [{}] {} vs {}", kernel, i, g, w);
                 }
             });
         }

@@ -340,6 +340,14 @@ fn row_dots(k: &[f16], q: [&[[f32; 32]]; 2], at: usize) -> [__m256; 2] {
     })
 }
 
+/// The portable softmax (`model::ops::softmax`) compiled for AVX2: the
+/// same operations in the same order, so the same bits, eight lanes wide
+/// instead of the baseline's four.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
+    crate::model::ops::softmax(x)
+}
+
 /// The end of [`dot_f16_x2`] (and of the 512-bit form, which hands over its
 /// accumulators split into these four): each query's last chunks of eight
 /// and single values after the whole chunks of 32, then its sum.
