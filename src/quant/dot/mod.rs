@@ -92,12 +92,18 @@ use crate::unsafe_core::simd::{NeonDotToken, NeonToken};
 pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 
 /// How many cached positions ahead decode attention asks for the key and
-/// value rows it will read (`scores_f16_x2`, `weighted_sum_f16_x2`). A head's rows are contiguous, but after a
-/// 511-token prompt a Qwen3-0.6B decode step reads 58.6 MB of them from
-/// memory with little arithmetic per row, and with the hardware
-/// prefetchers alone the attention read them at about 5 GB/s on one
-/// thread of an Intel Xeon.
-pub(crate) const KV_PREFETCH_ROWS: usize = 16;
+/// value rows it will read (`scores_f16_x2`, `weighted_sum_f16_x2`).
+///
+/// A head's rows are contiguous, but after a 511-token prompt a
+/// Qwen3-0.6B decode step reads 58.6 MB of them from memory with little
+/// arithmetic per row, and with the hardware prefetchers alone the
+/// attention read them at about 5 GB/s on one thread of an Intel Xeon.
+/// Thirty-two rows of a 128-wide `f16` head are 8 KiB, the distance the
+/// weight products use (`x86_64::PREFETCH_AHEAD`); once the scores were
+/// computed sixteen positions at a time, 16 rows (4 KiB) left a Zen 5
+/// core's decode attention 10% slower than 32, and 48 or 64 measured the
+/// same as 32.
+pub(crate) const KV_PREFETCH_ROWS: usize = 32;
 
 /// An instruction set the dot kernels are written for.
 ///
