@@ -308,7 +308,8 @@ fn a_seed_fixes_the_sampled_text_and_another_seed_changes_it() {
 /// The larger dense Qwen3 sizes differ from 0.6B only in their metadata,
 /// which is all the loader reads: 1.7B (hidden 2048, 16/8 heads of 128),
 /// 4B and 8B (32/8 heads of 128, so the attention width 4096 differs from
-/// the hidden width 2560 in 4B), untied output from 4B up. Their layouts,
+/// the hidden width 2560 in 4B), 14B (40/8 heads, five query heads per
+/// key/value head), untied output from 4B up. Their layouts,
 /// scaled down to run in a test (the head structure and the
 /// attention-width-vs-hidden relation kept), load and decode, and the
 /// backends agree on them as on the tiny model.
@@ -348,6 +349,19 @@ fn larger_qwen3_layouts_load_from_their_metadata() {
                 hidden: 256,
                 ffn: 768,
                 heads: 8,
+                kv_heads: 2,
+                head_dim: 32,
+                ..base.model.clone()
+            },
+            tied: false,
+            file_type: FileType::Q8_0,
+        },
+        // 14B: GQA 5:1 (40/8 heads of 128), an odd group, untied.
+        SynthConfig {
+            model: Qwen3Config {
+                hidden: 320,
+                ffn: 960,
+                heads: 10,
                 kv_heads: 2,
                 head_dim: 32,
                 ..base.model.clone()

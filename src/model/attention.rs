@@ -155,25 +155,25 @@ pub(crate) fn attend_part(
     let queries = q.chunks_exact(hd).enumerate();
     let s = &mut scores.0;
     match job.k {
-        // Two query heads per key/value head (Qwen3-0.6B and 1.7B): each
-        // key row is widened once for both, the part's rows in one call.
-        KvRows::F16(k) if q.len() == 2 * hd => {
-            let (q0, q1) = q.split_at(hd);
-            let (s0, s1) = s.split_at_mut(PART);
-            let keys = &k[start..start + n * hd];
-            let out = [&mut s0[..n], &mut s1[..n]];
-            job.dot.scores_f16_x2([q0, q1], keys, job.scale, out);
-        }
+        // Query heads two at a time (Qwen3 has two to five per key/value
+        // head): each key row is widened once for both, a part's rows in
+        // one call. A lone last head takes one dot per row.
         KvRows::F16(k) => {
-            for t in 0..n {
-                let kr = &k[row(t)];
-                // The key row `KV_PREFETCH_ROWS` positions on (a hint:
-                // past the cached rows it reads nothing).
-                for line in (0..2 * hd).step_by(64) {
-                    prefetch_read(kr, KV_PREFETCH_ROWS * 2 * hd + line);
+            let keys = &k[start..start + n * hd];
+            let mut heads = q.chunks_exact(hd).zip(s.chunks_exact_mut(PART));
+            while let Some((q0, s0)) = heads.next() {
+                if let Some((q1, s1)) = heads.next() {
+                    let out = [&mut s0[..n], &mut s1[..n]];
+                    job.dot.scores_f16_x2([q0, q1], keys, job.scale, out);
+                    continue;
                 }
-                for (h, qh) in queries.clone() {
-                    s[h * PART + t] = job.dot.dot_f16(qh, kr) * job.scale;
+                for (t, (kr, st)) in keys.chunks_exact(hd).zip(&mut s0[..n]).enumerate() {
+                    // The key row `KV_PREFETCH_ROWS` positions on (a hint:
+                    // past the cached rows it reads nothing).
+                    for line in (0..2 * hd).step_by(64) {
+                        prefetch_read(&keys[t * hd..], KV_PREFETCH_ROWS * 2 * hd + line);
+                    }
+                    *st = job.dot.dot_f16(q0, kr) * job.scale;
                 }
             }
         }
@@ -193,21 +193,25 @@ pub(crate) fn attend_part(
             round_f16(sh);
         }
     }
-    if let (KvRows::F16(v), true) = (job.v, q.len() == 2 * hd) {
-        // Two query heads: each value row is widened once for both.
-        let (o0, o1) = p.out.split_at_mut(hd);
-        let (p0, p1) = s.split_at(PART);
-        let ps = [&p0[..n], &p1[..n]];
-        job.dot.weighted_sum_f16_x2([o0, o1], ps, &v[start..], hd);
-        return;
-    }
-    for (sh, out) in s.chunks_exact(PART).zip(p.out.chunks_exact_mut(hd)) {
-        let sh = &sh[..n];
-        match job.v {
-            KvRows::F16(v) => job.dot.weighted_sum_f16(out, sh, &v[start..], hd),
-            KvRows::F32(v) => {
+    match job.v {
+        // Query heads two at a time, as their scores: each value row is
+        // widened once for both.
+        KvRows::F16(v) => {
+            let mut heads = s.chunks_exact(PART).zip(p.out.chunks_exact_mut(hd));
+            while let Some((p0, o0)) = heads.next() {
+                match heads.next() {
+                    Some((p1, o1)) => {
+                        let ps = [&p0[..n], &p1[..n]];
+                        job.dot.weighted_sum_f16_x2([o0, o1], ps, &v[start..], hd);
+                    }
+                    None => job.dot.weighted_sum_f16(o0, &p0[..n], &v[start..], hd),
+                }
+            }
+        }
+        KvRows::F32(v) => {
+            for (sh, out) in s.chunks_exact(PART).zip(p.out.chunks_exact_mut(hd)) {
                 out.fill(0.0);
-                for (t, &w) in sh.iter().enumerate() {
+                for (t, &w) in sh[..n].iter().enumerate() {
                     for (o, &x) in out.iter_mut().zip(&v[row(t)]) {
                         *o += w * x;
                     }
@@ -359,7 +363,13 @@ mod tests {
     #[test]
     fn merged_parts_equal_one_softmax_over_every_position() {
         let hd = 8;
-        for (n, group) in [(PART + 1, 1), (2 * PART + 37, 2), (3 * PART, 4), (700, 2)] {
+        for (n, group) in [
+            (PART + 1, 1),
+            (2 * PART + 37, 2),
+            (3 * PART, 4),
+            (700, 2),
+            (300, 5),
+        ] {
             // A deterministic spread of keys and values in [-1, 1).
             let val = |i: usize, salt: usize| {
                 ((i * 2_654_435_761 + salt * 97) % 2001) as f32 / 1000.0 - 1.0
