@@ -31,9 +31,24 @@ pub(crate) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
 }
 
 fn rms_scale(x: &[f32], eps: f32) -> f32 {
-    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let sum = sum_f64(x.iter().map(|&v| v * v));
     let mean = (sum / x.len().max(1) as f64) as f32;
     1.0 / (mean + eps).sqrt()
+}
+
+/// The sum of `values` in `f64`: eight running sums, lane `i` taking the
+/// values at `i` mod 8, then added as a fixed tree. One running sum made a
+/// chain of dependent adds as long as the slice: 6% of decode attention's
+/// time after a long prompt (the softmax's normalizer), and most of the
+/// QK-norm's (a sum of squares per head) on a Zen 5 core.
+#[inline(always)]
+fn sum_f64(values: impl Iterator<Item = f32>) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    for (i, v) in values.enumerate() {
+        lanes[i % 8] += f64::from(v);
+    }
+    let [a, b, c, d, e, f, g, h] = lanes;
+    ((a + e) + (c + g)) + ((b + f) + (d + h))
 }
 
 /// How to build RoPE angles: pair `i` of a head turns by
@@ -183,27 +198,15 @@ pub(crate) fn round_f16(x: &mut [f32]) {
 /// `inline` left the AVX2 build calling this baseline one.
 #[inline(always)]
 pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // `f32::max` may return either zero when -0.0 meets +0.0, and which
+    // one depends on how the loop was vectorized; `+ 0.0` makes a zero
+    // maximum +0.0 on every build (it changes no other value).
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max) + 0.0;
     // Two passes: the first vectorizes, the second keeps the sum's order.
     for v in x.iter_mut() {
         *v = exp(*v - max);
     }
-    // Eight running sums, lane `i` taking the values at `i` mod 8, then
-    // added as a fixed tree: one running sum made a chain of dependent
-    // adds as long as the part (6% of decode attention's time after a
-    // long prompt, on a Zen 5 core).
-    let mut lanes = [0.0f64; 8];
-    let (whole, rest) = x.as_chunks::<8>();
-    for c in whole {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            *l += f64::from(v);
-        }
-    }
-    for (l, &v) in lanes.iter_mut().zip(rest) {
-        *l += f64::from(v);
-    }
-    let [a, b, c, d, e, f, g, h] = lanes;
-    let sum = ((a + e) + (c + g)) + ((b + f) + (d + h));
+    let sum = sum_f64(x.iter().copied());
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
         *v *= inv;
