@@ -248,19 +248,9 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
 /// outputs differ in length, or `k` holds fewer rows than asked for.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f32]; 2]) {
-    let hd = q[0].len();
     let [o0, o1] = out;
     let n = o0.len();
-    assert!(
-        hd > 0 && hd.is_multiple_of(32) && q[1].len() == hd && o1.len() == n,
-        "scores_f16_x2: shapes differ"
-    );
-    assert!(
-        k.len() / hd >= n,
-        "scores_f16_x2: {n} rows of {hd} past the end of the keys"
-    );
-    let (q0, _) = q[0].as_chunks::<32>();
-    let (q1, _) = q[1].as_chunks::<32>();
+    let [q0, q1] = score_chunks(q, k.len(), [n, o1.len()]);
     let sc = _mm256_set1_ps(scale);
     let mut t = 0;
     while t < n {
@@ -279,6 +269,27 @@ pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f
         }
         t += m;
     }
+}
+
+/// The two queries of `scores_f16_x2` (AVX2 and AVX-512) in chunks of
+/// 32, after checking the shapes: a width that is a nonzero multiple of
+/// 32, equal queries and outputs, and `k_len` values holding at least
+/// the outputs' rows.
+///
+/// # Panics
+///
+/// If a check fails.
+pub(super) fn score_chunks(q: [&[f32]; 2], k_len: usize, out: [usize; 2]) -> [&[[f32; 32]]; 2] {
+    let (hd, n) = (q[0].len(), out[0]);
+    assert!(
+        hd > 0 && hd.is_multiple_of(32) && q[1].len() == hd && out[1] == n,
+        "scores_f16_x2: shapes differ"
+    );
+    assert!(
+        k_len / hd >= n,
+        "scores_f16_x2: {n} rows of {hd} past the end of the keys"
+    );
+    q.map(|qi| qi.as_chunks::<32>().0)
 }
 
 /// Positions `at..at + 4` of [`scores_f16_x2`] (those before `end`; the

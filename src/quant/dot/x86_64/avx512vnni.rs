@@ -366,19 +366,9 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
 /// outputs differ in length, or `k` holds fewer rows than asked for.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f32]; 2]) {
-    let hd = q[0].len();
     let [o0, o1] = out;
     let n = o0.len();
-    assert!(
-        hd > 0 && hd.is_multiple_of(32) && q[1].len() == hd && o1.len() == n,
-        "scores_f16_x2: shapes differ"
-    );
-    assert!(
-        k.len() / hd >= n,
-        "scores_f16_x2: {n} rows of {hd} past the end of the keys"
-    );
-    let (q0, _) = q[0].as_chunks::<32>();
-    let (q1, _) = q[1].as_chunks::<32>();
+    let [q0, q1] = super::avx2::score_chunks(q, k.len(), [n, o1.len()]);
     let sc = _mm512_set1_ps(scale);
     let mut t = 0;
     while t < n {
