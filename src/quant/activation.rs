@@ -162,6 +162,11 @@ pub struct QuantizedVector {
     /// The BF16 form (for BF16 weights): the values rounded to bfloat16,
     /// widened.
     bh: Vec<f32>,
+    /// With the AVX-512 VNNI kernel and the Q8_0 form: the blocks in
+    /// pairs (`2j`, `2j + 1`), which its Q4_0 decode kernel reads.
+    pairs: Vec<PairBlock>,
+    /// Whether `pairs` was built for the current contents.
+    paired: bool,
     cols: usize,
 }
 
@@ -265,6 +270,8 @@ impl QuantizedVector {
             k_blocks: Vec::with_capacity(cols.div_ceil(QK_K)),
             h: Vec::with_capacity(cols),
             bh: Vec::with_capacity(cols),
+            pairs: Vec::with_capacity(cols / (2 * QK8_0)),
+            paired: false,
             cols: 0,
         }
     }
@@ -319,6 +326,13 @@ impl QuantizedVector {
             quantize_into(&mut self.blocks, x, k);
         } else {
             self.blocks.clear();
+        }
+        self.paired = forms.q8_0 && k.matmul_uses_pairs();
+        self.pairs.clear();
+        if self.paired {
+            let pairs = self.blocks.as_chunks::<2>().0;
+            self.pairs
+                .extend(pairs.iter().map(|[a, b]| PairBlock::new(a, b)));
         }
         self.k_blocks.clear();
         if forms.q8_k {
@@ -375,6 +389,13 @@ impl QuantizedVector {
 
     pub(crate) fn act(&self) -> &[ActBlock] {
         &self.blocks
+    }
+
+    /// The Q8_0 blocks in pairs, where the kernel that quantized them
+    /// reads them so (AVX-512 VNNI; an odd last block is only in
+    /// [`act`](Self::act)).
+    pub(crate) fn pairs(&self) -> Option<&[PairBlock]> {
+        Some(&self.pairs[..]).filter(|_| self.paired)
     }
 }
 

@@ -381,6 +381,19 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_0_pairs(
+            self,
+            w: &[BlockQ4_0],
+            pairs: &[PairBlock],
+            x: &[ActBlock],
+        ) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
+            unsafe { avx512vnni::dot_q4_0_pairs(w, pairs, x) }
+        }
+
+        #[inline]
         pub(crate) fn gemm_k4_4x8(
             self,
             w: [&[K4Levels]; 4],

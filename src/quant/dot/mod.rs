@@ -604,6 +604,24 @@ impl Dispatch {
         }
     }
 
+    /// [`dot_q4_0`](Self::dot_q4_0), bit for bit, from the activation's
+    /// block pairs where the kernel uses them (AVX-512 VNNI, `pairs` given:
+    /// see `QuantizedVector::pairs`).
+    #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    pub(crate) fn dot_q4_0_paired(
+        self,
+        w: &[BlockQ4_0],
+        pairs: Option<&[PairBlock]>,
+        x: &[ActBlock],
+    ) -> f32 {
+        match (self, pairs) {
+            #[cfg(target_arch = "x86_64")]
+            (Dispatch::Avx512Vnni(t), Some(p)) => t.dot_q4_0_pairs(w, p, x),
+            _ => self.dot_q4_0(w, x),
+        }
+    }
+
     /// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, from
     /// the batch's block pairs where the kernel uses them.
     #[inline]
@@ -1623,9 +1641,10 @@ mod tests {
         });
     }
 
-    /// The 512-bit Q4_0 pair kernel gives `dot_q4_0`'s bits for two weight
-    /// rows and four activation rows, for every block count (odd ones
-    /// included) and any weight bytes and scales.
+    /// The 512-bit Q4_0 pair kernels give `dot_q4_0`'s bits for two weight
+    /// rows and four activation rows (prefill) and for one row and one
+    /// activation (decode), for every block count (odd ones included) and
+    /// any weight bytes and scales.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -1669,6 +1688,9 @@ mod tests {
             for (i, x) in rows.iter().enumerate() {
                 prop_assert!(same(got[0][i], k.dot_q4_0(&wa, x)), "row a, x {}", i);
                 prop_assert!(same(got[1][i], k.dot_q4_0(&wb, x)), "row b, x {}", i);
+                // The decode form: one row against one activation's pairs.
+                let one = k.dot_q4_0_paired(&wa, Some(pairs[i]), x);
+                prop_assert!(same(one, k.dot_q4_0(&wa, x)), "decode row, x {}", i);
             }
         });
     }
@@ -3046,6 +3068,21 @@ mod q4_0_pair_edges {
             let p = [&prs[..nb / 2]; 4];
             let good = k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, x);
             assert_eq!(good[0], k.dot_q4_0_x4(&w[..nb], x));
+            // The decode form: the right lengths give `dot_q4_0`; one more
+            // or one fewer pair, or an activation of another length, panic.
+            let one = |w: &[BlockQ4_0], pr: &[PairBlock], x: &[ActBlock]| {
+                catch_unwind(|| k.dot_q4_0_paired(w, Some(pr), x))
+            };
+            assert_eq!(
+                one(&w[..nb], p[0], x[0]).ok(),
+                Some(k.dot_q4_0(&w[..nb], x[0]))
+            );
+            assert!(one(&w[..nb], &prs[..nb / 2 + 1], x[0]).is_err());
+            if nb >= 2 {
+                assert!(one(&w[..nb], &prs[..nb / 2 - 1], x[0]).is_err());
+            }
+            assert!(one(&w[..nb], p[0], &rows[..nb + 1]).is_err());
+            assert!(one(&w[..nb + 1], p[0], x[0]).is_err());
             // weight rows differ
             assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb + 1]], p, x)).is_err());
             assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb + 1], &w[..nb]], p, x)).is_err());

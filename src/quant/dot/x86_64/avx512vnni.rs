@@ -702,6 +702,43 @@ pub(crate) fn dot_q8_2x4_pairs(
     out
 }
 
+/// `dot_q4_0(w, x)`, bit for bit, two blocks per 512-bit step: a decode
+/// row meets the activation's block pairs ([`PairBlock`], built once per
+/// activation) as [`dot_q4_0_2x4_pairs`] meets a batch's, the low half of
+/// the register doing what `dot_q4_0`'s even-block accumulator does and
+/// the high half the odd-block one, lane for lane, so the halves added
+/// and summed give its bits; an odd last block goes to the even half, as
+/// there. Half the unpacking, scaling and accumulating instructions per
+/// block: the single-row kernel is what bounds a Q4_0 decode.
+///
+/// # Panics
+///
+/// If `x.len() != w.len()` or `pairs.len() != w.len() / 2`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q4_0_pairs(w: &[BlockQ4_0], pairs: &[PairBlock], x: &[ActBlock]) -> f32 {
+    let nb = w.len();
+    assert_eq!(nb, x.len(), "dot_q4_0: block counts differ");
+    assert_eq!(nb / 2, pairs.len(), "dot_q4_0: pair counts differ");
+    let (w2, w_rest) = w.as_chunks::<2>();
+    let mut acc = _mm512_setzero_ps();
+    for ([a, b], p) in w2.iter().zip(pairs) {
+        let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b));
+        let dw = _mm512_cvtph_ps(_mm256_set_m128i(
+            _mm_set1_epi16(i16::from_le_bytes(b.d)),
+            _mm_set1_epi16(i16::from_le_bytes(a.d)),
+        ));
+        let bias = _mm512_srai_epi32::<4>(bytemuck::cast(p.neg_bias));
+        let lanes = _mm512_dpbusd_epi32(bias, q, bytemuck::cast(p.qs));
+        let d = _mm512_mul_ps(dw, bytemuck::cast(p.d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc);
+    }
+    let (mut even, odd) = halves(acc);
+    if let [wl] = w_rest {
+        even = q4_0_fma(even, q4_0_prep(wl), q4_0_scale8(wl), &x[nb - 1]);
+    }
+    super::avx2::hsum(_mm256_add_ps(even, odd))
+}
+
 /// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, with
 /// 512-bit registers, as [`dot_q8_2x4_pairs`] does for Q8_0: a register
 /// holds two weight blocks' levels (`q4_0_prep` of each, side by side) and
