@@ -318,6 +318,19 @@ fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m25
     })
 }
 
+/// Key row `at` of `k` (rows of `hd` values), after asking for the row
+/// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on (a hint:
+/// past the cached rows it reads nothing).
+#[inline]
+pub(super) fn key_row(k: &[f16], hd: usize, at: usize) -> &[f16] {
+    let row = &k[at * hd..(at + 1) * hd];
+    let ahead = crate::quant::dot::KV_PREFETCH_ROWS * 2 * hd;
+    for line in (0..2 * hd).step_by(64) {
+        crate::unsafe_core::prefetch::prefetch_read(row, ahead + line);
+    }
+    row
+}
+
 /// Key row `at` of `k` against both queries: per query, the eight lane
 /// sums (four accumulators, one per eight values of each chunk of 32,
 /// added in pairs). Asks for the row
@@ -326,12 +339,7 @@ fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m25
 #[target_feature(enable = "avx2,fma,f16c")]
 fn row_dots(k: &[f16], q: [&[[f32; 32]]; 2], at: usize) -> [__m256; 2] {
     let hd = q[0].len() * 32;
-    let row = &k[at * hd..(at + 1) * hd];
-    let ahead = crate::quant::dot::KV_PREFETCH_ROWS * 2 * hd;
-    for line in (0..2 * hd).step_by(64) {
-        crate::unsafe_core::prefetch::prefetch_read(row, ahead + line);
-    }
-    let (kc, _) = row.as_chunks::<32>();
+    let (kc, _) = key_row(k, hd, at).as_chunks::<32>();
     let mut a = [[_mm256_setzero_ps(); 4]; 2];
     for ((kc, x0), x1) in kc.iter().zip(q[0]).zip(q[1]) {
         let kv: [__m128i; 4] = bytemuck::cast(*kc);

@@ -410,12 +410,7 @@ fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m51
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn row_dots(k: &[f16], q: [&[[f32; 32]]; 2], at: usize) -> [__m512; 2] {
     let hd = q[0].len() * 32;
-    let row = &k[at * hd..(at + 1) * hd];
-    let ahead = crate::quant::dot::KV_PREFETCH_ROWS * 2 * hd;
-    for line in (0..2 * hd).step_by(64) {
-        crate::unsafe_core::prefetch::prefetch_read(row, ahead + line);
-    }
-    let (kc, _) = row.as_chunks::<32>();
+    let (kc, _) = super::avx2::key_row(k, hd, at).as_chunks::<32>();
     let zero = _mm512_setzero_ps();
     let mut a = [[zero; 2]; 2];
     for ((kc, x0), x1) in kc.iter().zip(q[0]).zip(q[1]) {
