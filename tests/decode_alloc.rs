@@ -41,11 +41,14 @@ fn wait_for_workers(b: &AnyBackend) {
 #[test]
 fn decode_steps_allocate_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    // Q8_0, a mixed Q4_K/Q6_K file (two activation forms per step), and
-    // F16 and BF16 files (the activation rounded, not quantized).
+    // Q8_0, a mixed Q4_K/Q6_K file (two activation forms per step), Q4_0
+    // (the activation's block pairs, on AVX-512, at the hidden and the
+    // MLP width), and F16 and BF16 files (the activation rounded, not
+    // quantized).
     for cfg in [
         SynthConfig::tiny(),
         SynthConfig::small().with_file_type(FileType::Q4KM),
+        SynthConfig::small().with_file_type(FileType::Q4_0),
         SynthConfig::tiny().with_file_type(FileType::F16),
         SynthConfig::tiny().with_file_type(FileType::BF16),
     ] {
