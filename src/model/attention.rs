@@ -127,11 +127,11 @@ pub(crate) fn prepare_queries(job: &HeadJob<'_>, q: &mut [f32]) {
 /// the cached positions `range` (at most [`PART`]), into `p`.
 ///
 /// The group's heads share their keys and values, so each cached row is
-/// read from memory once for all of them. A group of two heads with an
-/// `f16` cache scores its rows with `scores_f16_x2` (blocks of positions,
-/// its own bits), other groups with one dot per head and row; the group's
-/// size is the model's, and a score depends on its row and query alone,
-/// never on which part, block or thread computes it.
+/// read from memory once for all of them. With an `f16` cache the heads
+/// go two at a time through `scores_f16_x2` (blocks of positions, its own
+/// bits) and `weighted_sum_f16_x2`, a lone last head through the one-head
+/// kernels; the group's size is the model's, and a score depends on its
+/// row and query alone, never on which part, block or thread computes it.
 ///
 /// # Panics
 ///

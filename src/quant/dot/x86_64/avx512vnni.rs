@@ -348,10 +348,10 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
 ///
 /// Sixteen positions at a time. A row's dot ends in one 16-lane register
 /// per query (two accumulators, over the first and the second sixteen
-/// values of each chunk of 32, then added), and the sixteen positions' registers are summed together by a
-/// transpose of adds: 15 adds and 30 shuffles for sixteen positions
-/// instead of a horizontal sum each, and one multiply and one store for
-/// sixteen scores. Every position's lanes meet in the same tree whatever
+/// values of each chunk of 32, then added), and the sixteen positions'
+/// registers are summed together by a transpose of adds: 15 adds and 30
+/// shuffles for sixteen positions instead of a horizontal sum each, and
+/// one multiply and one store for sixteen scores. Every position's lanes meet in the same tree whatever
 /// its place in the block (a block short of sixteen is filled with zeros,
 /// which no real position is added to), so a score depends on its row and
 /// the query alone, not on where a part or a block starts. Its bits are
