@@ -13,7 +13,8 @@
 //! Knobs, for finding where a kernel stands: `STREAM_TYPES=q4_k,q6_k`
 //! runs only those types, `STREAM_COLS=4096` changes the width, and
 //! `STREAM_MB=1` makes the matrices small enough to stay in cache (each
-//! timing then repeats its pass), which times the kernel's own work: a
+//! timing then repeats its pass; `STREAM_KB=256` for a size that stays in
+//! a 1 MB L2 beside the activation), which times the kernel's own work: a
 //! type whose in-cache speed is near its from-memory speed is limited by
 //! its arithmetic, not by memory.
 
@@ -69,7 +70,10 @@ fn cols() -> usize {
 }
 
 fn bytes() -> usize {
-    knob("STREAM_MB").map_or(BYTES, |m| m << 20)
+    knob("STREAM_KB")
+        .map(|k| k << 10)
+        .or_else(|| knob("STREAM_MB").map(|m| m << 20))
+        .unwrap_or(BYTES)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -114,9 +118,9 @@ fn run(name: &str, backend: &AnyBackend, w: Weight<'_>, bytes: &[u8]) {
 fn main() {
     let backend = AnyBackend::new("simd", 1).unwrap();
     println!(
-        "one thread, kernel {:?}, {} MB per matrix, {} columns",
+        "one thread, kernel {:?}, {} KiB per matrix, {} columns",
         backend.kernel(),
-        bytes() >> 20,
+        bytes() >> 10,
         cols()
     );
     let only = std::env::var("STREAM_TYPES").unwrap_or_default();

@@ -34,9 +34,121 @@ pub(crate) fn prefetch_read<T>(data: &[T], byte_offset: usize) {
     let _ = addr;
 }
 
+/// [`prefetch_read`] with the hint that asks for the line in the L2 cache
+/// rather than L1 (`prefetcht2`): for a kernel whose own loads follow a
+/// pattern the hardware prefetchers do not track, a far prefetch into L1
+/// can hold the core's few L1 miss buffers while it waits on memory,
+/// where one into L2 lets more lines be in flight. The same contract as
+/// [`prefetch_read`]: any offset, never dereferenced, a no-op under Miri
+/// and off x86_64.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline(always)]
+pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
+    let addr = data.as_ptr().cast::<u8>().wrapping_add(byte_offset);
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
+        // SAFETY: [PREFETCH-HINT] `prefetcht2` (SSE, part of the x86_64
+        // baseline) only hints the cache, like `prefetcht0`: it does not
+        // fault on any address and has no observable effect. The address
+        // comes from `wrapping_add`. Checked by:
+        // src/unsafe_core/prefetch.rs::tests::prefetch_any_offset
+        unsafe { _mm_prefetch::<_MM_HINT_T2>(addr.cast::<i8>()) }
+    }
+    #[cfg(any(miri, not(target_arch = "x86_64")))]
+    let _ = addr;
+}
+
+/// The x86 CPU's vendor and family as `cpuid` reports them (the family
+/// with its extended part added, as the vendors' manuals define it:
+/// `0x19` for AMD Zen 3 and Zen 4, `0x1a` for Zen 5, `6` for Intel's
+/// cores); `None` off x86_64. The prefetch distances and hints are
+/// measured per machine kind, and this is how a kernel tells the kinds
+/// apart where the instruction sets alone do not (Zen 4 and Zen 5 both
+/// have AVX-512 VNNI).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn cpu_vendor_family() -> Option<(CpuVendor, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__cpuid;
+        // SAFETY: [CPUID] `cpuid` exists on every x86_64 CPU, reads no
+        // memory and changes only the registers it returns in; leaves 0
+        // and 1 exist on every such CPU. (Safe to call since Rust 1.94;
+        // the block keeps older toolchains building.) Checked by:
+        // src/unsafe_core/prefetch.rs::tests::cpu_family_matches_proc_cpuinfo
+        #[allow(unused_unsafe)]
+        let (l0, l1) = unsafe { (__cpuid(0), __cpuid(1)) };
+        let mut name = [0u8; 12];
+        name[..4].copy_from_slice(&l0.ebx.to_le_bytes());
+        name[4..8].copy_from_slice(&l0.edx.to_le_bytes());
+        name[8..].copy_from_slice(&l0.ecx.to_le_bytes());
+        let vendor = match &name {
+            b"AuthenticAMD" => CpuVendor::Amd,
+            b"GenuineIntel" => CpuVendor::Intel,
+            _ => CpuVendor::Other,
+        };
+        let base = (l1.eax >> 8) & 0xf;
+        let family = if base == 0xf {
+            base + ((l1.eax >> 20) & 0xff)
+        } else {
+            base
+        };
+        Some((vendor, family))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// Who made the CPU, as far as the kernels' tuning cares.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CpuVendor {
+    Amd,
+    Intel,
+    Other,
+}
+
 #[cfg(test)]
 mod tests {
     use super::prefetch_read;
+
+    /// `cpu_vendor_family` agrees with what Linux read from the same
+    /// `cpuid` leaves (`vendor_id` and `cpu family` in /proc/cpuinfo).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn cpu_family_matches_proc_cpuinfo() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let field = |key: &str| {
+            info.lines()
+                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|v| v.trim().to_string())
+        };
+        let (vendor, family) = super::cpu_vendor_family().unwrap();
+        if let Some(f) = field("cpu family") {
+            assert_eq!(family, f.parse::<u32>().unwrap());
+        }
+        if let Some(v) = field("vendor_id") {
+            let want = match v.as_str() {
+                "AuthenticAMD" => super::CpuVendor::Amd,
+                "GenuineIntel" => super::CpuVendor::Intel,
+                _ => super::CpuVendor::Other,
+            };
+            assert_eq!(vendor, want);
+        }
+    }
+
+    /// The L2 hint takes any offset too.
+    #[test]
+    fn prefetch_l2_any_offset() {
+        let data = vec![3u8; 4096];
+        for off in [0, 63, 4096, 1 << 30, usize::MAX] {
+            super::prefetch_read_l2(&data, off);
+        }
+        assert_eq!(data[4095], 3);
+    }
 
     /// Offsets inside, at the end of, and far past a slice (and past the
     /// end of the address space) are all harmless hints.
