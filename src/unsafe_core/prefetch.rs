@@ -62,13 +62,14 @@ pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
 /// The x86 CPU's vendor and family as `cpuid` reports them (the family
 /// with its extended part added, as the vendors' manuals define it:
 /// `0x19` for AMD Zen 3 and Zen 4, `0x1a` for Zen 5, `6` for Intel's
-/// cores); `None` off x86_64. The prefetch distances and hints are
+/// cores); `None` off x86_64 and under Miri (which cannot run `cpuid`;
+/// the kernels that ask are not run there either). The prefetch distances and hints are
 /// measured per machine kind, and this is how a kernel tells the kinds
 /// apart where the instruction sets alone do not (Zen 4 and Zen 5 both
 /// have AVX-512 VNNI).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn cpu_vendor_family() -> Option<(CpuVendor, u32)> {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use core::arch::x86_64::__cpuid;
         // SAFETY: [CPUID] `cpuid` exists on every x86_64 CPU, reads no
@@ -95,12 +96,12 @@ pub(crate) fn cpu_vendor_family() -> Option<(CpuVendor, u32)> {
         };
         Some((vendor, family))
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(miri, not(target_arch = "x86_64")))]
     None
 }
 
 /// Who made the CPU, as far as the kernels' tuning cares.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(any(miri, not(target_arch = "x86_64")), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CpuVendor {
     Amd,
@@ -115,6 +116,7 @@ mod tests {
     /// `cpu_vendor_family` agrees with what Linux read from the same
     /// `cpuid` leaves (`vendor_id` and `cpu family` in /proc/cpuinfo).
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg_attr(miri, ignore = "Miri cannot run cpuid")]
     #[test]
     fn cpu_family_matches_proc_cpuinfo() {
         let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
