@@ -33,7 +33,7 @@ use inferno_cpu::quant::{
 
 /// Columns of every matrix, unless `STREAM_COLS` says otherwise.
 const COLS: usize = 1024;
-/// Bytes of weights per matrix, unless `STREAM_MB` says otherwise.
+/// Bytes of weights per matrix, unless `STREAM_KB` or `STREAM_MB` says otherwise.
 const BYTES: usize = 256 << 20;
 /// Distinct quantized rows, repeated to fill the matrix.
 const DISTINCT: usize = 64;
@@ -87,7 +87,7 @@ fn run(name: &str, backend: &AnyBackend, w: Weight<'_>, bytes: &[u8]) {
     let mut x = QuantizedVector::new();
     x.quantize_forms(&values(7, cols()), w.forms()).unwrap();
     let mut out = vec![0.0f32; w.rows()];
-    // Small matrices (`STREAM_MB`, to time the kernels in cache) repeat
+    // Small matrices (`STREAM_KB`, `STREAM_MB`, to time the kernels in cache) repeat
     // their pass to about [`BYTES`] per timing.
     let reps = (BYTES / bytes.len()).max(1);
     let gb = (reps * bytes.len()) as f64 / 1e9;

@@ -52,7 +52,7 @@ pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
         // baseline) only hints the cache, like `prefetcht0`: it does not
         // fault on any address and has no observable effect. The address
         // comes from `wrapping_add`. Checked by:
-        // src/unsafe_core/prefetch.rs::tests::prefetch_any_offset
+        // src/unsafe_core/prefetch.rs::tests::prefetch_l2_any_offset
         unsafe { _mm_prefetch::<_MM_HINT_T2>(addr.cast::<i8>()) }
     }
     #[cfg(any(miri, not(target_arch = "x86_64")))]
@@ -62,9 +62,9 @@ pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
 /// The x86 CPU's vendor and family as `cpuid` reports them (the family
 /// with its extended part added, as the vendors' manuals define it:
 /// `0x19` for AMD Zen 3 and Zen 4, `0x1a` for Zen 5, `6` for Intel's
-/// cores); `None` off x86_64 and under Miri (which cannot run `cpuid`;
-/// the kernels that ask are not run there either). The prefetch distances and hints are
-/// measured per machine kind, and this is how a kernel tells the kinds
+/// current cores); `None` off x86_64 and under Miri (which cannot run
+/// `cpuid`; the kernels that ask are not run there either). The prefetch
+/// distances and hints are measured per machine kind, and this is how a kernel tells the kinds
 /// apart where the instruction sets alone do not (Zen 4 and Zen 5 both
 /// have AVX-512 VNNI).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
