@@ -18,20 +18,7 @@
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn prefetch_read<T>(data: &[T], byte_offset: usize) {
-    let addr = data.as_ptr().cast::<u8>().wrapping_add(byte_offset);
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: [PREFETCH-HINT] `prefetcht0` (SSE, part of the x86_64
-        // baseline) only hints the cache: it does not fault on any address,
-        // mapped or not, and has no effect the program can observe, so any
-        // address is allowed. `wrapping_add` computes the address without
-        // the in-bounds requirement of `add`. Checked by:
-        // src/unsafe_core/prefetch.rs::tests::prefetch_any_offset
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(addr.cast::<i8>()) }
-    }
-    #[cfg(any(miri, not(target_arch = "x86_64")))]
-    let _ = addr;
+    hint::<false, T>(data, byte_offset);
 }
 
 /// [`prefetch_read`] with the hint that asks for the line in the L2 cache
@@ -44,16 +31,32 @@ pub(crate) fn prefetch_read<T>(data: &[T], byte_offset: usize) {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
+    hint::<true, T>(data, byte_offset);
+}
+
+/// `prefetcht0` (into L1) or, if `TO_L2`, `prefetcht2` (into L2) of the
+/// line `byte_offset` bytes past the start of `data`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline(always)]
+fn hint<const TO_L2: bool, T>(data: &[T], byte_offset: usize) {
     let addr = data.as_ptr().cast::<u8>().wrapping_add(byte_offset);
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
-        // SAFETY: [PREFETCH-HINT] `prefetcht2` (SSE, part of the x86_64
-        // baseline) only hints the cache, like `prefetcht0`: it does not
-        // fault on any address and has no observable effect. The address
-        // comes from `wrapping_add`. Checked by:
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T2};
+        // SAFETY: [PREFETCH-HINT] `prefetcht0` and `prefetcht2` (SSE, part
+        // of the x86_64 baseline) only hint the cache: they do not fault on
+        // any address, mapped or not, and have no effect the program can
+        // observe, so any address is allowed. `wrapping_add` computes the
+        // address without the in-bounds requirement of `add`. Checked by:
+        // src/unsafe_core/prefetch.rs::tests::prefetch_any_offset and
         // src/unsafe_core/prefetch.rs::tests::prefetch_l2_any_offset
-        unsafe { _mm_prefetch::<_MM_HINT_T2>(addr.cast::<i8>()) }
+        unsafe {
+            if TO_L2 {
+                _mm_prefetch::<_MM_HINT_T2>(addr.cast::<i8>());
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(addr.cast::<i8>());
+            }
+        }
     }
     #[cfg(any(miri, not(target_arch = "x86_64")))]
     let _ = addr;
@@ -64,9 +67,9 @@ pub(crate) fn prefetch_read_l2<T>(data: &[T], byte_offset: usize) {
 /// `0x19` for AMD Zen 3 and Zen 4, `0x1a` for Zen 5, `6` for Intel's
 /// current cores); `None` off x86_64 and under Miri (which cannot run
 /// `cpuid`; the kernels that ask are not run there either). The prefetch
-/// distances and hints are measured per machine kind, and this is how a kernel tells the kinds
-/// apart where the instruction sets alone do not (Zen 4 and Zen 5 both
-/// have AVX-512 VNNI).
+/// distances and hints are measured per machine kind, and this is how a
+/// kernel tells the kinds apart where the instruction sets alone do not
+/// (Zen 4 and Zen 5 both have AVX-512 VNNI).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn cpu_vendor_family() -> Option<(CpuVendor, u32)> {
     #[cfg(all(target_arch = "x86_64", not(miri)))]

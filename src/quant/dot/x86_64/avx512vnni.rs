@@ -1327,8 +1327,8 @@ fn prefetch_rows8<B>(w: [&[B]; 8], b: usize, to_l2: bool) {
 /// 6.9-8.3 -> 14.2-17.7 (the single-row kernels in the same runs:
 /// 12.0-13.2 and 10.7-13.2). The row-at-a-time Q8_0 kernel went the
 /// other way with the L2 hint (16-25 -> 9-10 GB/s), so the hint is the
-/// eight-row kernels' alone. Zen 5 and the
-/// Intel Xeon, where the L1 hint was measured and tuned, keep it.
+/// eight-row kernels' alone. Zen 5 and the Intel Xeon, where the L1 hint
+/// was measured and tuned, keep it.
 fn rows8_prefetch_to_l2() -> bool {
     use crate::unsafe_core::prefetch::{cpu_vendor_family, CpuVendor};
     static TO_L2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
