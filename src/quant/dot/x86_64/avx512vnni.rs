@@ -276,6 +276,21 @@ fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
     fold(sum4(m))
 }
 
+/// `[k4_lanes(p, x[0]), ..]`: with 32 registers the whole prep stays in
+/// them, so a row at a time.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn k4_lanes_n<const N: usize>(p: &K4Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
+    x.map(|xb| k4_lanes(p, xb))
+}
+
+/// `[q6_lanes(p, x[0]), ..]`, as [`k4_lanes_n`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_lanes_n<const N: usize>(p: &Q6Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
+    x.map(|xb| q6_lanes(p, xb))
+}
+
 k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni");
 
 /// The sum of the bytes of `bytes` (the bandwidth probe, see

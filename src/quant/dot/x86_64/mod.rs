@@ -176,12 +176,18 @@ macro_rules! k_prep_256 {
         }
 
         /// Scales and mins of a Q4_K/Q5_K block (as `avx2::k4_head`
-        /// decodes them) spread with byte shuffles of constant patterns.
+        /// decodes them) spread with byte shuffles of constant patterns:
+        /// the eight scales widened to `i16` once, in both 128-bit halves,
+        /// then one `vpshufb` per sub-block copies its scale to every lane.
+        /// (Widening each scale on its own took three instructions a
+        /// sub-block, a quarter of a decode block's.)
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_scales(v: __m128i) -> ([__m256i; 8], __m256i) {
+            let wide = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
             let sc = core::array::from_fn(|j| {
-                _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, _mm_set1_epi8(j as i8)))
+                let pick = (((2 * j + 1) << 8) | (2 * j)) as i16;
+                _mm256_shuffle_epi8(wide, _mm256_set1_epi16(pick))
             });
             (sc, super::avx2::k4_mins(v))
         }
@@ -268,6 +274,25 @@ macro_rules! k_prep_256 {
             _mm256_add_epi32(s[0], s[1])
         }
 
+        /// `[k4_lanes(p, x[0]), .., k4_lanes(p, x[N - 1])]`, sub-block by
+        /// sub-block: each sub-block's levels and scale meet all `N` rows
+        /// while in registers, where a row at a time keeps the whole
+        /// [`K4Prep`] (sixteen registers, all that AVX2 has) live and
+        /// spills it. Lanes are exact `i32` sums, so the order changes no
+        /// lane.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn k4_lanes_n<const N: usize>(p: &K4Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
+            let mut s = [_mm256_setzero_si256(); N];
+            for j in 0..8 {
+                for (si, xi) in s.iter_mut().zip(x) {
+                    let xv: __m256i = bytemuck::cast(xi.qs.as_chunks::<32>().0[j]);
+                    *si = madd_acc(*si, _mm256_maddubs_epi16(p.q[j], xv), p.sc[j]);
+                }
+            }
+            s
+        }
+
         /// The weight side of a Q6_K block.
         struct Q6Prep {
             /// Levels `0..=63` of the eight 32-weight steps, one byte each.
@@ -310,15 +335,51 @@ macro_rules! k_prep_256 {
                     top(_mm256_srli_epi16::<6>(hb)),
                 );
             }
+            // Scales 0-7 (then 8-15) widened to `i16` in both 128-bit
+            // halves; step `j` takes scale `2j` in its low half and `2j + 1`
+            // in its high half, one `vpshufb` each.
             let sc16 = _mm256_cvtepi8_epi16(bytemuck::cast(wb.scales));
-            // Bytes 0-1 of every dword in the low half, 2-3 in the high.
-            let spread = _mm256_setr_epi8(
-                0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, //
-                2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
-            );
+            let halves = [
+                _mm256_permute2x128_si256::<0x00>(sc16, sc16),
+                _mm256_permute2x128_si256::<0x11>(sc16, sc16),
+            ];
             let sc = core::array::from_fn(|j| {
-                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(j as i32));
-                _mm256_shuffle_epi8(pair, spread)
+                let (lo, hi) = ((4 * j % 16) as i8, (4 * j % 16 + 2) as i8);
+                let pick = _mm256_setr_epi8(
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1, //
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1,
+                    lo,
+                    lo + 1, //
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1, //
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1,
+                    hi,
+                    hi + 1,
+                );
+                _mm256_shuffle_epi8(halves[j / 4], pick)
             });
             Q6Prep {
                 q,
@@ -348,6 +409,26 @@ macro_rules! k_prep_256 {
                 s[j % 2] = madd_acc(s[j % 2], pr, p.sc[j]);
             }
             _mm256_add_epi32(s[0], s[1])
+        }
+
+        /// `[q6_lanes(p, x[0]), .., q6_lanes(p, x[N - 1])]`, step by step
+        /// (see `k4_lanes_n`).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_lanes_n<const N: usize>(p: &Q6Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
+            let m32 = _mm256_set1_epi8(32);
+            let mut s = [_mm256_setzero_si256(); N];
+            for j in 0..8 {
+                for (si, xi) in s.iter_mut().zip(x) {
+                    let xv: __m256i = bytemuck::cast(xi.qs.as_chunks::<32>().0[j]);
+                    let pr = _mm256_sub_epi16(
+                        _mm256_maddubs_epi16(p.q[j], xv),
+                        _mm256_maddubs_epi16(m32, xv),
+                    );
+                    *si = madd_acc(*si, pr, p.sc[j]);
+                }
+            }
+            s
         }
     };
 }
@@ -481,12 +562,12 @@ macro_rules! k_kernels {
             let mut acc_min = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
+                let all = k4_lanes_n(&p, x.map(|xi| &xi[b]));
                 for g in (0..N).step_by(4) {
                     let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
-                    let mut lanes = [_mm256_setzero_si256(); 4];
+                    let lanes = [all[g], all[g + 1], all[g + 2], all[g + 3]];
                     let mut prod = [_mm256_setzero_si256(); 4];
                     for i in 0..4 {
-                        lanes[i] = k4_lanes(&p, xb[i]);
                         prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
                     }
                     let isums = super::avx2::hsum4_epi32(lanes);
@@ -551,12 +632,10 @@ macro_rules! k_kernels {
             let mut acc = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = q6_k_prep(wb);
+                let all = q6_lanes_n(&p, x.map(|xi| &xi[b]));
                 for g in (0..N).step_by(4) {
                     let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
-                    let mut lanes = [_mm256_setzero_si256(); 4];
-                    for i in 0..4 {
-                        lanes[i] = q6_lanes(&p, xb[i]);
-                    }
+                    let lanes = [all[g], all[g + 1], all[g + 2], all[g + 3]];
                     let isums = super::avx2::hsum4_epi32(lanes);
                     let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
                     let d = _mm_mul_ps(_mm_set1_ps(p.d), dx);
