@@ -46,6 +46,8 @@ struct Row {
     stats: Stats,
     others: Option<f64>,
     bandwidth: f64,
+    /// The read loop that measured `bandwidth`.
+    probe: machine::Probe,
     bytes_per_token: usize,
 }
 
@@ -125,7 +127,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     );
     let cpu = machine::cpu_name();
     let kernel = inferno_cpu::quant::Kernel::selected();
-    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: matvec::read_bytes with the {kernel:?} kernel's widest loads and prefetch, one contiguous share per thread");
+    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: the faster of matvec::read_bytes (the {kernel:?} kernel's widest loads and the decode prefetch) and read_bytes_plain (no prefetch), one contiguous share per thread");
 
     // Bandwidth per thread count, read over the loaded model itself (far
     // larger than any cache, in the same pages the weights are read from,
@@ -137,15 +139,15 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     let mut bandwidth = Vec::new();
     for &t in &counts {
         eprint!("measuring read bandwidth on {t} thread(s)... ");
-        let bw = machine::read_bandwidth(gguf.bytes(), t, 5)?;
-        eprintln!("{:.1} GB/s", bw / 1e9);
-        bandwidth.push((t, bw));
+        let (bw, probe) = machine::read_bandwidth(gguf.bytes(), t, 5)?;
+        eprintln!("{:.1} GB/s ({} probe)", bw / 1e9, probe.name());
+        bandwidth.push((t, bw, probe));
     }
     let bw_at = |t: usize| {
         bandwidth
             .iter()
-            .find(|(n, _)| *n == t)
-            .map_or(0.0, |(_, b)| *b)
+            .find(|(n, ..)| *n == t)
+            .map_or((0.0, machine::Probe::Prefetch), |&(_, b, p)| (b, p))
     };
 
     let mut rows = Vec::new();
@@ -167,7 +169,8 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
                 threads,
                 stats,
                 others,
-                bandwidth: bw_at(threads),
+                bandwidth: bw_at(threads).0,
+                probe: bw_at(threads).1,
                 bytes_per_token,
             };
             eprintln!(
@@ -233,6 +236,7 @@ fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
         "decode_tokens_per_second": r.decode_tps(),
         "per_forward_ms": { "min": min, "mean": mean, "max": max },
         "read_bandwidth_gb_per_s": r.bandwidth / 1e9,
+        "read_bandwidth_probe": r.probe.name(),
         "weight_bytes_per_token": r.bytes_per_token,
         "roofline_tokens_per_second": r.roofline_tps(),
         "roofline_fraction": r.decode_tps() / r.roofline_tps(),
@@ -243,7 +247,7 @@ fn row_json(r: &Row, plan: &Plan) -> serde_json::Value {
     })
 }
 
-fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)]) {
+fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64, machine::Probe)]) {
     println!(
         "decode: {} prompt tokens, {} decode steps, KV cache {}; {cpu}; kernel {:?}",
         plan.prompt_tokens,
@@ -253,10 +257,10 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64)])
     );
     let bw: Vec<String> = bandwidth
         .iter()
-        .map(|(t, b)| format!("{:.1} GB/s on {t}", b / 1e9))
+        .map(|(t, b, p)| format!("{:.1} GB/s on {t} ({})", b / 1e9, p.name()))
         .collect();
     println!(
-        "read bandwidth (matvec::read_bytes over the loaded model): {}",
+        "read bandwidth (matvec::read_bytes or read_bytes_plain over the loaded model, the faster): {}",
         bw.join(", ")
     );
     println!();

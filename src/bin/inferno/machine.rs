@@ -6,33 +6,62 @@ use std::time::Instant;
 use inferno_cpu::{split, ThreadPool};
 
 /// Read bandwidth in bytes per second over `bytes` on `threads` threads
-/// (each reading one contiguous share with
-/// [`read_bytes`](inferno_cpu::matvec::read_bytes), the selected kernel's
-/// widest loads), the best of `reps` passes. `bytes`
+/// (each reading one contiguous share with the selected kernel's widest
+/// loads), the best of `reps` passes of each probe, with the decode
+/// products' software prefetch
+/// ([`read_bytes`](inferno_cpu::matvec::read_bytes)) and without
+/// ([`read_bytes_plain`](inferno_cpu::matvec::read_bytes_plain)),
+/// alternated; the probe that read fastest is returned beside it. `bytes`
 /// should be far larger than the last-level cache: the model's own weights
 /// are (hundreds of MB), and reading them costs no extra memory.
 pub fn read_bandwidth(
     bytes: &[u8],
     threads: usize,
     reps: usize,
-) -> Result<f64, inferno_cpu::PoolError> {
+) -> Result<(f64, Probe), inferno_cpu::PoolError> {
     let pool = ThreadPool::new(threads)?;
-    let mut best = 0.0f64;
+    let mut best = (0.0f64, Probe::Prefetch);
     let sink = std::sync::atomic::AtomicU64::new(0);
     for _ in 0..reps.max(1) {
-        let start = Instant::now();
-        pool.dispatch(|id, n| {
-            let part = &bytes[split(bytes.len(), id, n)];
-            sink.fetch_xor(
-                inferno_cpu::matvec::read_bytes(part),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-        });
-        let secs = start.elapsed().as_secs_f64();
-        best = best.max(bytes.len() as f64 / secs);
+        for probe in [Probe::Prefetch, Probe::Plain] {
+            let start = Instant::now();
+            pool.dispatch(|id, n| {
+                let part = &bytes[split(bytes.len(), id, n)];
+                let sum = match probe {
+                    Probe::Prefetch => inferno_cpu::matvec::read_bytes(part),
+                    Probe::Plain => inferno_cpu::matvec::read_bytes_plain(part),
+                };
+                sink.fetch_xor(sum, std::sync::atomic::Ordering::Relaxed);
+            });
+            let rate = bytes.len() as f64 / start.elapsed().as_secs_f64();
+            if rate > best.0 {
+                best = (rate, probe);
+            }
+        }
     }
     std::hint::black_box(sink.into_inner());
     Ok(best)
+}
+
+/// Which read loop measured a bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// [`read_bytes`](inferno_cpu::matvec::read_bytes): with the decode
+    /// products' software prefetch.
+    Prefetch,
+    /// [`read_bytes_plain`](inferno_cpu::matvec::read_bytes_plain): the
+    /// same loads, nothing asked for ahead.
+    Plain,
+}
+
+impl Probe {
+    /// The probe's name in the bench's output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::Prefetch => "prefetch",
+            Probe::Plain => "plain",
+        }
+    }
 }
 
 /// CPU time counters from `/proc` (Linux); `None` elsewhere.

@@ -1033,16 +1033,18 @@ impl Dispatch {
     }
 
     /// The sum of the bytes of `bytes`, read with the widest loads the
-    /// kernel has (the same value from every kernel).
+    /// kernel has, with the decode products' software prefetch or without
+    /// (the same value from every kernel either way).
     #[inline]
-    pub(crate) fn sum_bytes(self, bytes: &[u8]) -> u64 {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    pub(crate) fn sum_bytes(self, bytes: &[u8], prefetch: bool) -> u64 {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx2(t) => t.sum_bytes(bytes),
+            Dispatch::Avx2(t) => t.sum_bytes(bytes, prefetch),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.sum_bytes(bytes),
+            Dispatch::Avx512Vnni(t) => t.sum_bytes(bytes, prefetch),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::AvxVnni(t) => t.avx2().sum_bytes(bytes),
+            Dispatch::AvxVnni(t) => t.avx2().sum_bytes(bytes, prefetch),
             _ => scalar::sum_bytes(bytes),
         }
     }
@@ -1881,7 +1883,13 @@ mod tests {
             for (start, end) in [(0, 0), (0, 1), (3, 300), (1, 4999), (0, 5000), (64, 4160)] {
                 let part = &data[start..end];
                 let want: u64 = part.iter().map(|&b| u64::from(b)).sum();
-                assert_eq!(k.sum_bytes(part), want, "{kernel:?} {start}..{end}");
+                for prefetch in [false, true] {
+                    assert_eq!(
+                        k.sum_bytes(part, prefetch),
+                        want,
+                        "{kernel:?} {start}..{end}"
+                    );
+                }
             }
         }
     }
@@ -2657,7 +2665,8 @@ mod tests {
         }
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
-            assert_eq!(k.sum_bytes(&[]), 0);
+            assert_eq!(k.sum_bytes(&[], true), 0);
+            assert_eq!(k.sum_bytes(&[], false), 0);
             let w: Vec<BlockQ8_0> = (0..3)
                 .map(|i| BlockQ8_0 {
                     d: f16::from_f32(0.5).to_le_bytes(),

@@ -633,19 +633,21 @@ fn quantize_block(x: &[f32; QK8_0]) -> ActBlock {
 /// The sum of the bytes of `bytes`: 128-byte aligned steps of four
 /// 256-bit loads, each summed by `vpsadbw` into four `u64` lanes of one of
 /// four independent accumulators, the unaligned head and tail added one by
-/// one, and the step's two cache lines asked for
+/// one, and, with `prefetch`, the step's two cache lines asked for
 /// [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes early, as the decode
 /// matvecs ask for theirs. A loop that does nothing but read, the roofline
 /// a matvec is held against.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
+pub(crate) fn sum_bytes(bytes: &[u8], prefetch: bool) -> u64 {
     let (head, body, tail) = bytemuck::pod_align_to::<u8, [__m256i; 4]>(bytes);
     let zero = _mm256_setzero_si256();
     let mut acc = [zero; 4];
     for (k, line) in body.iter().enumerate() {
-        let ahead = k * 128 + super::PREFETCH_AHEAD;
-        crate::unsafe_core::prefetch::prefetch_read(body, ahead);
-        crate::unsafe_core::prefetch::prefetch_read(body, ahead + 64);
+        if prefetch {
+            let ahead = k * 128 + super::PREFETCH_AHEAD;
+            crate::unsafe_core::prefetch::prefetch_read(body, ahead);
+            crate::unsafe_core::prefetch::prefetch_read(body, ahead + 64);
+        }
         for (a, &v) in acc.iter_mut().zip(line) {
             *a = _mm256_add_epi64(*a, _mm256_sad_epu8(v, zero));
         }
