@@ -279,7 +279,11 @@ macro_rules! k_prep_256 {
         /// while in registers, where a row at a time keeps the whole
         /// [`K4Prep`] (sixteen registers, all that AVX2 has) live and
         /// spills it. Lanes are exact `i32` sums, so the order changes no
-        /// lane.
+        /// lane. The multi-row forms call it four rows at a time: with all
+        /// eight rows of `dot_k_x8` in one pass, a 128-token prefill on one
+        /// thread of an AMD EPYC (Zen 3) VM ran slower than a row at a
+        /// time (Q4_K_M 56-64 tok/s against 49-67), four at a time faster
+        /// (55-82), four alternated runs.
         #[inline]
         #[target_feature(enable = $features)]
         fn k4_lanes_n<const N: usize>(p: &K4Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
@@ -562,10 +566,9 @@ macro_rules! k_kernels {
             let mut acc_min = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = prep(wb);
-                let all = k4_lanes_n(&p, x.map(|xi| &xi[b]));
                 for g in (0..N).step_by(4) {
                     let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
-                    let lanes = [all[g], all[g + 1], all[g + 2], all[g + 3]];
+                    let lanes = k4_lanes_n(&p, xb);
                     let mut prod = [_mm256_setzero_si256(); 4];
                     for i in 0..4 {
                         prod[i] = _mm256_madd_epi16(bytemuck::cast(xb[i].bsums), p.mins);
@@ -632,10 +635,9 @@ macro_rules! k_kernels {
             let mut acc = [_mm_setzero_ps(); N];
             for (b, wb) in w.iter().enumerate() {
                 let p = q6_k_prep(wb);
-                let all = q6_lanes_n(&p, x.map(|xi| &xi[b]));
                 for g in (0..N).step_by(4) {
                     let xb = [&x[g][b], &x[g + 1][b], &x[g + 2][b], &x[g + 3][b]];
-                    let lanes = [all[g], all[g + 1], all[g + 2], all[g + 3]];
+                    let lanes = q6_lanes_n(&p, xb);
                     let isums = super::avx2::hsum4_epi32(lanes);
                     let dx = _mm_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
                     let d = _mm_mul_ps(_mm_set1_ps(p.d), dx);
