@@ -403,7 +403,12 @@ pub(crate) fn gemm_group_rows(
     segs: &mut [&mut [f32]],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
-    if !k.matmul_uses_k_groups() || len == 0 {
+    let vector = match w {
+        Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => k.matmul_uses_k_groups(),
+        Weight::Q8_0(_) | Weight::Q4_0(_) => k.matmul_uses_b32_groups(),
+        Weight::F16(_) | Weight::Bf16(_) => false,
+    };
+    if !vector || len == 0 {
         return 0;
     }
     let n = segs.len() / GROUP_ROWS;

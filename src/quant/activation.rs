@@ -544,7 +544,7 @@ impl QuantizedBatch {
         if !self.paired {
             self.pairs.clear();
         }
-        if !k.matmul_uses_k_groups() {
+        if !k.matmul_uses_b32_groups() {
             self.groups.clear();
         } else {
             let nb = cols / QK8_0;

@@ -11,7 +11,9 @@
 //! are the single-row dot's exact block sums and their float operations
 //! the single-row dot's, per row, so the GEMM returns the decode product's
 //! bits ([`gemm_k4_reference`] and [`gemm_q6_reference`] state them in
-//! plain Rust; the AVX-512 kernels are `x86_64::avx512vnni::gemm_*`).
+//! plain Rust; the AVX-512 kernels are `x86_64::avx512vnni::gemm_*`, and
+//! `x86_64::avx2::gemm_k4_4x8` and `gemm_q6_4x8` run the same steps on
+//! four rows per 256-bit register, for AVX2 and AVX-VNNI).
 
 use bytemuck::{Pod, Zeroable};
 

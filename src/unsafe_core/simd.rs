@@ -114,6 +114,30 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn gemm_k4_4x8(
+            self,
+            w: [&[K4Levels]; 4],
+            x: &[Q8KGroup],
+        ) -> [[f32; GROUP_ROWS]; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features this kernel enables.
+            // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            unsafe { avx2::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_q6_4x8(
+            self,
+            w: [&[Q6Levels]; 4],
+            x: &[Q8KGroup],
+        ) -> [[f32; GROUP_ROWS]; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features this kernel enables.
+            // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
+            unsafe { avx2::gemm_q6_4x8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q5_k(self, w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_q5_k_dot_matches_scalar

@@ -640,10 +640,26 @@ impl Dispatch {
     }
 
     /// Whether [`gemm_k4_4x8`](Self::gemm_k4_4x8) and
-    /// [`gemm_q6_4x8`](Self::gemm_q6_4x8) run a vector kernel (so a batch
-    /// should build its interleaved groups and a prefill should use them).
+    /// [`gemm_q6_4x8`](Self::gemm_q6_4x8) run a vector kernel (every x86
+    /// kernel: so a batch should build its interleaved K-quant groups and
+    /// a prefill should use them).
     #[inline]
     pub(crate) fn matmul_uses_k_groups(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx2(_) | Dispatch::AvxVnni(_) | Dispatch::Avx512Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// Whether [`gemm_b32_2x8`](Self::gemm_b32_2x8) runs a vector kernel
+    /// (AVX-512 VNNI: so a batch should build its interleaved Q8_0 groups
+    /// and a Q8_0 or Q4_0 prefill should use them). At 256 bits the GEMM
+    /// would do per value what the four-row kernels do (a block's
+    /// `(d_w * d_x)` FMA per lane is the same work in either layout, and
+    /// AVX2 has no `vpdpbusd` to fold the offset in), so they keep those.
+    #[inline]
+    pub(crate) fn matmul_uses_b32_groups(self) -> bool {
         self.matmul_uses_pairs()
     }
 
@@ -654,6 +670,10 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_k4_4x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_k4_4x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().gemm_k4_4x8(w, x),
             _ => kgroup::gemm_k4_reference(w, x),
         }
     }
@@ -680,6 +700,10 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_q6_4x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_q6_4x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().gemm_q6_4x8(w, x),
             _ => kgroup::gemm_q6_reference(w, x),
         }
     }
@@ -2300,8 +2324,9 @@ mod tests {
         }
     }
 
-    /// The K-quant GEMM over interleaved groups (every kernel: AVX-512
-    /// VNNI's vector form, the others' plain reference) gives
+    /// The K-quant GEMM over interleaved groups (every kernel: the x86
+    /// kernels' vector forms, AVX-512 VNNI's at 512 bits and AVX2's,
+    /// which AVX-VNNI runs, at 256; the others' plain reference) gives
     /// `kgroup`'s reference bits, and those are every x86 kernel's
     /// single-row dot, for four weight rows of any bytes (every level,
     /// scale and min code, Q6_K scales of any sign, scales of any sign and

@@ -23,6 +23,7 @@ use half::f16;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
+use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
@@ -742,4 +743,166 @@ pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K
     for (o, c) in out.iter_mut().zip(x) {
         *o = crate::quant::q8_k::quantize_block_q8_k_inline(c);
     }
+}
+
+// Prefill: the K-quant GEMM over interleaved activation groups
+// (`quant::kgroup`) at 256 bits. A group's 64-byte step holds eight
+// activation rows' eight values; a 256-bit register takes four rows
+// (`h = 0`: rows 0-3, `h = 1`: rows 4-7), so each step of the AVX-512
+// kernel (`avx512vnni::gemm_k4_4x8`) is two here, with the same integers:
+// the weight row's eight levels broadcast to each 64-bit slot, one
+// `vpmaddubsw` into `i16` pairs, a sub-block's steps added in `i16`, one
+// `vpmaddwd` by its scale. Where the row-at-a-time kernels (`dot_k_x8`)
+// sum every (weight row, activation row) pair's lanes horizontally once a
+// block and run its float part one scalar at a time, here a block ends
+// with every pair's integer in its own lane.
+
+/// The sums of `i32` lane pairs of `lo` (activation rows 0-3, two lanes
+/// each) and `hi` (rows 4-7), as eight lanes in row order: exactly the
+/// AVX-512 kernels' `pair_sums` of the two halves side by side.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pair_sums8(lo: __m256i, hi: __m256i) -> __m256i {
+    // Rows 0, 1, 4, 5 | 2, 3, 6, 7; the 64-bit words back in order.
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(lo, hi))
+}
+
+/// Half `h` (rows `4h..4h + 4`) of a group's step of values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn half(v: &[i8; 64], h: usize) -> __m256i {
+    bytemuck::cast(v.as_chunks::<32>().0[h])
+}
+
+/// Half `h` (rows `4h..4h + 4`) of a group's activation sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn half_sums(v: &[i16; 32], h: usize) -> __m256i {
+    bytemuck::cast(v.as_chunks::<16>().0[h])
+}
+
+/// Broadcast of eight weight levels to each 64-bit slot.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn levels8(q: &[u8; 8]) -> __m256i {
+    _mm256_set1_epi64x(i64::from_le_bytes(*q))
+}
+
+/// `gemm_k4_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
+/// aside): four Q4_K or Q5_K weight rows, unpacked, against the eight
+/// activation rows of `x`, as the AVX-512 kernel computes it (see the
+/// section's comment): per sub-block, four steps of `vpmaddubsw` (pairs at
+/// most `2 * 31 * 128`) added in `i16` (at most `4 * 7936`), one
+/// `vpmaddwd` by the scale; each block's lane pairs summed into one exact
+/// integer per (weight row, activation row), the mins' term likewise, and
+/// the f32 part the reference's, lane by lane.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+// `s` indexes the activation steps and four weight rows alike.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut acc_min = [_mm256_setzero_ps(); 4];
+    for (b, g) in x.iter().enumerate() {
+        let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
+        let q8 = wb.map(|l| l.q.as_chunks::<8>().0);
+        // isum[h][r]: weight row r against activation rows 4h..4h + 4.
+        let mut isum = [[_mm256_setzero_si256(); 4]; 2];
+        for (h, isum) in isum.iter_mut().enumerate() {
+            for j in 0..8 {
+                let mut t = [_mm256_setzero_si256(); 4];
+                for s in 4 * j..4 * j + 4 {
+                    let xv = half(&g.qs[s], h);
+                    for r in 0..4 {
+                        let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
+                        t[r] = _mm256_add_epi16(t[r], p);
+                    }
+                }
+                for r in 0..4 {
+                    let sc = _mm256_set1_epi32(wb[r].sc[j]);
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t[r], sc));
+                }
+            }
+        }
+        let dx: __m256 = bytemuck::cast(g.d);
+        for r in 0..4 {
+            let mins: [i64; 2] = bytemuck::cast(wb[r].mins);
+            let m = [0, 1].map(|h| {
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(half_sums(&g.bs32[0], h), _mm256_set1_epi64x(mins[0])),
+                    _mm256_madd_epi16(half_sums(&g.bs32[1], h), _mm256_set1_epi64x(mins[1])),
+                )
+            });
+            let d = _mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx);
+            let ints = _mm256_cvtepi32_ps(pair_sums8(isum[0][r], isum[1][r]));
+            acc[r] = _mm256_fmadd_ps(d, ints, acc[r]);
+            let dmin = _mm256_mul_ps(_mm256_set1_ps(wb[r].dmin), dx);
+            let mins = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(pair_sums8(m[0], m[1])));
+            acc_min[r] = _mm256_sub_ps(acc_min[r], mins);
+        }
+    }
+    core::array::from_fn(|r| bytemuck::cast(_mm256_add_ps(acc[r], acc_min[r])))
+}
+
+/// `gemm_q6_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
+/// aside): [`gemm_k4_4x8`]'s shape for Q6_K, as the AVX-512 kernel: a
+/// 16-weight sub-block's two steps added in `i16` (levels `0..=63`: at
+/// most `2 * 2 * 63 * 128`), its signed scale widening them, and the
+/// levels' offset of 32 taken off as `32 * sum_j scale_j * sum_j(x)` from
+/// the activation's 16-value sums.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+// `s` indexes the activation steps and four weight rows alike.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (b, g) in x.iter().enumerate() {
+        let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
+        let q8 = wb.map(|l| l.q.as_chunks::<8>().0);
+        let mut isum = [[_mm256_setzero_si256(); 4]; 2];
+        for (h, isum) in isum.iter_mut().enumerate() {
+            for j in 0..16 {
+                let mut t = [_mm256_setzero_si256(); 4];
+                for s in 2 * j..2 * j + 2 {
+                    let xv = half(&g.qs[s], h);
+                    for r in 0..4 {
+                        let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
+                        t[r] = _mm256_add_epi16(t[r], p);
+                    }
+                }
+                for r in 0..4 {
+                    let sc = _mm256_set1_epi32(wb[r].sc[j]);
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t[r], sc));
+                }
+            }
+        }
+        let dx: __m256 = bytemuck::cast(g.d);
+        for r in 0..4 {
+            let sc: [i64; 4] = bytemuck::cast(wb[r].sc16);
+            let total = [0, 1].map(|h| {
+                let mut off = _mm256_setzero_si256();
+                for (t, &s) in sc.iter().enumerate() {
+                    let p = _mm256_madd_epi16(half_sums(&g.bs16[t], h), _mm256_set1_epi64x(s));
+                    off = _mm256_add_epi32(off, p);
+                }
+                _mm256_sub_epi32(isum[h][r], _mm256_slli_epi32::<5>(off))
+            });
+            let d = _mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx);
+            let ints = _mm256_cvtepi32_ps(pair_sums8(total[0], total[1]));
+            acc[r] = _mm256_fmadd_ps(d, ints, acc[r]);
+        }
+    }
+    core::array::from_fn(|r| bytemuck::cast(acc[r]))
 }
