@@ -29,6 +29,7 @@ use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
+use crate::quant::QK_K;
 
 /// The f16 scale of a weight block, widened with `vcvtph2ps`, in all eight
 /// lanes.
@@ -788,6 +789,43 @@ fn levels8(q: &[u8; 8]) -> __m256i {
     _mm256_set1_epi64x(i64::from_le_bytes(*q))
 }
 
+/// The scaled integer sums of one block of four weight rows (`q[r]`, the
+/// 256 levels in weight order; `sc[r][j]`, the scale of the `j`-th run of
+/// `STEPS` eight-value steps, in both halves of an `i32`) against group
+/// `g`'s eight activation rows: `isum[h][r]`, lanes `2a`, `2a + 1` of
+/// activation row `4h + a`. Each run's steps are added in `i16` before
+/// its one `vpmaddwd` by the scale, as the AVX-512 kernels do (the
+/// callers bound the run's sum).
+// `s` indexes the activation steps and four weight rows alike.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scaled_sums<const STEPS: usize>(
+    q: [&[u8; QK_K]; 4],
+    sc: [&[i32]; 4],
+    g: &Q8KGroup,
+) -> [[__m256i; 4]; 2] {
+    let q8 = q.map(|l| l.as_chunks::<8>().0);
+    let mut isum = [[_mm256_setzero_si256(); 4]; 2];
+    for (h, isum) in isum.iter_mut().enumerate() {
+        for j in 0..QK_K / 8 / STEPS {
+            let mut t = [_mm256_setzero_si256(); 4];
+            for s in STEPS * j..STEPS * j + STEPS {
+                let xv = half(&g.qs[s], h);
+                for r in 0..4 {
+                    let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
+                    t[r] = _mm256_add_epi16(t[r], p);
+                }
+            }
+            for r in 0..4 {
+                let scale = _mm256_set1_epi32(sc[r][j]);
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t[r], scale));
+            }
+        }
+    }
+    isum
+}
+
 /// `gemm_k4_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
 /// aside): four Q4_K or Q5_K weight rows, unpacked, against the eight
 /// activation rows of `x`, as the AVX-512 kernel computes it (see the
@@ -811,25 +849,7 @@ pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
     let mut acc_min = [_mm256_setzero_ps(); 4];
     for (b, g) in x.iter().enumerate() {
         let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
-        let q8 = wb.map(|l| l.q.as_chunks::<8>().0);
-        // isum[h][r]: weight row r against activation rows 4h..4h + 4.
-        let mut isum = [[_mm256_setzero_si256(); 4]; 2];
-        for (h, isum) in isum.iter_mut().enumerate() {
-            for j in 0..8 {
-                let mut t = [_mm256_setzero_si256(); 4];
-                for s in 4 * j..4 * j + 4 {
-                    let xv = half(&g.qs[s], h);
-                    for r in 0..4 {
-                        let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
-                        t[r] = _mm256_add_epi16(t[r], p);
-                    }
-                }
-                for r in 0..4 {
-                    let sc = _mm256_set1_epi32(wb[r].sc[j]);
-                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t[r], sc));
-                }
-            }
-        }
+        let isum = scaled_sums::<4>(wb.map(|l| &l.q), wb.map(|l| &l.sc[..]), g);
         let dx: __m256 = bytemuck::cast(g.d);
         for r in 0..4 {
             let mins: [i64; 2] = bytemuck::cast(wb[r].mins);
@@ -870,24 +890,7 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
     let mut acc = [_mm256_setzero_ps(); 4];
     for (b, g) in x.iter().enumerate() {
         let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
-        let q8 = wb.map(|l| l.q.as_chunks::<8>().0);
-        let mut isum = [[_mm256_setzero_si256(); 4]; 2];
-        for (h, isum) in isum.iter_mut().enumerate() {
-            for j in 0..16 {
-                let mut t = [_mm256_setzero_si256(); 4];
-                for s in 2 * j..2 * j + 2 {
-                    let xv = half(&g.qs[s], h);
-                    for r in 0..4 {
-                        let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
-                        t[r] = _mm256_add_epi16(t[r], p);
-                    }
-                }
-                for r in 0..4 {
-                    let sc = _mm256_set1_epi32(wb[r].sc[j]);
-                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t[r], sc));
-                }
-            }
-        }
+        let isum = scaled_sums::<2>(wb.map(|l| &l.q), wb.map(|l| &l.sc[..]), g);
         let dx: __m256 = bytemuck::cast(g.d);
         for r in 0..4 {
             let sc: [i64; 4] = bytemuck::cast(wb[r].sc16);
