@@ -6,9 +6,11 @@
 //! 256 MB, 1024 columns wide (Qwen3-0.6B's hidden size), far larger than
 //! any cache; one pass is a `simd`-backend matvec over all of it, and the
 //! reference is [`inferno_cpu::matvec::read_bytes`] over the same bytes
-//! (the bandwidth probe `inferno bench` prints). The two alternate, and
-//! each is the median of `ROUNDS` passes, so the machine's drift hits both
-//! alike; printed as GB/s and the ratio.
+//! (the prefetched one of the two bandwidth probes `inferno bench` takes
+//! the faster of; `STREAM_PROBE=plain` reads with
+//! [`inferno_cpu::matvec::read_bytes_plain`], the other). The two
+//! alternate, and each is the median of `ROUNDS` passes, so the machine's
+//! drift hits both alike; printed as GB/s and the ratio.
 //!
 //! Knobs, for finding where a kernel stands: `STREAM_TYPES=q4_k,q6_k`
 //! runs only those types, `STREAM_COLS=4096` changes the width, and
@@ -94,7 +96,15 @@ fn run(name: &str, backend: &AnyBackend, w: Weight<'_>, bytes: &[u8]) {
     let (mut mv, mut rd) = (Vec::new(), Vec::new());
     // One warm-up pass of each.
     backend.matvec(&[w], &x, &mut out).unwrap();
-    black_box(inferno_cpu::matvec::read_bytes(bytes));
+    let plain = std::env::var("STREAM_PROBE").is_ok_and(|p| p == "plain");
+    let read = |b: &[u8]| {
+        if plain {
+            inferno_cpu::matvec::read_bytes_plain(b)
+        } else {
+            inferno_cpu::matvec::read_bytes(b)
+        }
+    };
+    black_box(read(bytes));
     for _ in 0..ROUNDS {
         let t0 = Instant::now();
         for _ in 0..reps {
@@ -104,7 +114,7 @@ fn run(name: &str, backend: &AnyBackend, w: Weight<'_>, bytes: &[u8]) {
         mv.push(gb / t0.elapsed().as_secs_f64());
         let t0 = Instant::now();
         for _ in 0..reps {
-            black_box(inferno_cpu::matvec::read_bytes(black_box(bytes)));
+            black_box(read(black_box(bytes)));
         }
         rd.push(gb / t0.elapsed().as_secs_f64());
     }

@@ -426,8 +426,9 @@ pub struct QuantizedBatch {
     /// With the AVX-512 VNNI kernel and the Q8_0 form: each full group of
     /// eight rows interleaved ([`Q8Group`], `cols / 32` per group).
     groups: Vec<Q8Group>,
-    /// With the AVX-512 VNNI kernel and the Q8_K form: each full group of
-    /// eight rows interleaved ([`Q8KGroup`], `cols / 256` per group).
+    /// With an x86 kernel (every one has a K-quant GEMM) and the Q8_K
+    /// form: each full group of eight rows interleaved ([`Q8KGroup`],
+    /// `cols / 256` per group).
     k_groups: Vec<Q8KGroup>,
     rows: usize,
     cols: usize,

@@ -2352,14 +2352,16 @@ mod tests {
             };
             proptest!(ProptestConfig::with_cases(64), |((nb, wraw, xraw, ds) in case.clone())| {
                 // Four weight rows (each with its own scales) against the
-                // same four activation rows; the eight grouped rows are
-                // those four, then again in reverse.
+                // same eight activation rows: the first operands' four,
+                // then four from the activation bytes reversed (with
+                // other scales), so a kernel that mixes up rows differs.
                 let ops: Vec<_> = (0..4)
                     .map(|r| k_operands(nb, &wraw[r * nb * 210..], &xraw, &ds[r * 4 * nb..]))
                     .collect();
-                let xs = &ops[0].3;
+                let xrev: Vec<u8> = xraw.iter().rev().copied().collect();
+                let more = k_operands(nb, &wraw, &xrev, &ds[4 * nb..]).3;
                 let rows: [&[BlockQ8K]; 8] =
-                    core::array::from_fn(|i| &xs[if i < 4 { i } else { 7 - i }][..]);
+                    core::array::from_fn(|i| if i < 4 { &ops[0].3[i][..] } else { &more[i - 4][..] });
                 let groups: Vec<Q8KGroup> = (0..nb).map(|b| Q8KGroup::new(rows, b)).collect();
                 let l4: Vec<Vec<K4Levels>> =
                     ops.iter().map(|o| o.0.iter().map(K4Levels::q4_k).collect()).collect();

@@ -296,8 +296,8 @@ k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni");
 /// The sum of the bytes of `bytes` (the bandwidth probe, see
 /// `avx2::sum_bytes`) with 512-bit loads: 256-byte aligned steps of four
 /// cache lines, each line summed by `vpsadbw` into one of four
-/// accumulators and asked for [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD)
-/// bytes early. One load per line and no work but the sum is what a plain
+/// accumulators and, with `prefetch`, asked for
+/// [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes early. One load per line and no work but the sum is what a plain
 /// C read loop compiled for this CPU does; with 256-bit loads and no
 /// prefetch the probe read 20-30% slower than such a loop on an Intel Xeon.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
