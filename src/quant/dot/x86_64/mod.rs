@@ -281,8 +281,8 @@ macro_rules! k_prep_256 {
         /// spills it. Lanes are exact `i32` sums, so the order changes no
         /// lane. The multi-row forms call it four rows at a time: with all
         /// eight rows of `dot_k_x8` in one pass, a 128-token prefill on one
-        /// thread of an AMD EPYC (Zen 3) VM ran slower than a row at a
-        /// time (Q4_K_M 56-64 tok/s against 49-67), four at a time faster
+        /// thread of an AMD EPYC (Zen 3) VM gained nothing over a row at a
+        /// time (Q4_K_M 56-64 tok/s against 49-67), four at a time did
         /// (55-82), four alternated runs.
         #[inline]
         #[target_feature(enable = $features)]
