@@ -20,7 +20,9 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow};
-use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT};
+use crate::quant::kgroup::{
+    B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT,
+};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, QuantizedBatch, QuantizedVector,
 };
@@ -439,6 +441,22 @@ pub(crate) fn gemm_group_rows(
             |w4, x| k.gemm_q6_4x8(w4, x),
             1,
         ),
+        Weight::Q8_0(m) if k.matmul_uses_b32_signed() => gemm_rows(
+            &groups(),
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(B32Signed::q8_0)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
+            |[w], x| [k.gemm_b32s_1x8(w, x)],
+            2 * B32_TILE_SETS,
+        ),
+        Weight::Q4_0(m) if k.matmul_uses_b32_signed() => gemm_rows(
+            &groups(),
+            segs,
+            |j, out| out.extend(m.row(r0 + j).iter().map(B32Signed::q4_0)),
+            |j, n| prefetch_rows_after(m.row(r0 + j), n),
+            |[w], x| [k.gemm_b32s_1x8(w, x)],
+            2 * B32_TILE_SETS,
+        ),
         Weight::Q8_0(m) => gemm_rows(
             &groups(),
             segs,
@@ -473,7 +491,9 @@ pub(crate) fn gemm_group_rows(
 /// 118-161 to 157-206. The K-quant GEMMs (four rows a set, each row's
 /// batch traffic already a quarter) measured no clear difference with
 /// four sets (Q4_K_M 224-331 tok/s against 278-326, Q6_K 239-295 against
-/// 238-288) and keep one.
+/// 238-288) and keep one. The 256-bit Q8_0/Q4_0 GEMM (AVX2, AVX-VNNI)
+/// takes one row a set, so it unpacks twice as many sets: the same sixteen
+/// rows a pass.
 const B32_TILE_SETS: usize = 8;
 
 /// `segs[8g + a][j] = gemm(rows j.., group g)[..][a]` for every weight row

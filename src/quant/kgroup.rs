@@ -13,7 +13,9 @@
 //! bits ([`gemm_k4_reference`] and [`gemm_q6_reference`] state them in
 //! plain Rust; the AVX-512 kernels are `x86_64::avx512vnni::gemm_*`, and
 //! `x86_64::avx2::gemm_k4_4x8` and `gemm_q6_4x8` run the same steps on
-//! four rows per 256-bit register, for AVX2 and AVX-VNNI).
+//! four rows per 256-bit register, for AVX2 and AVX-VNNI). The Q8_0 and
+//! Q4_0 GEMM reads [`Q8Group`]s the same way: `avx512vnni::gemm_b32_2x8`
+//! with [`B32Levels`], `avx2::gemm_b32s_1x8` with [`B32Signed`].
 
 use bytemuck::{Pod, Zeroable};
 
@@ -317,6 +319,98 @@ impl B32Levels {
     }
 }
 
+/// A Q8_0 or Q4_0 weight block unpacked for the 256-bit GEMM
+/// (`x86_64::avx2::gemm_b32s_1x8`): its 32 weights as signed bytes
+/// (Q4_0's levels less 8), their magnitudes, and its scale. Without
+/// `vpdpbusd`, `vpmaddubsw` multiplies unsigned by signed bytes into
+/// saturating `i16` pairs, so the unsigned [`B32Levels`] of Q8_0 (up to
+/// 255) could overflow a pair; `|w| * (sign(w) * x)` cannot (`|w| <= 128`,
+/// `|x| <= 127`), and puts no offset in the lanes.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct B32Signed {
+    pub(crate) q: [i8; 32],
+    pub(crate) abs: [u8; 32],
+    pub(crate) d: f32,
+}
+
+impl B32Signed {
+    pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
+        Self {
+            q: b.qs,
+            abs: b.qs.map(i8::unsigned_abs),
+            d: b.scale_f32(),
+        }
+    }
+
+    pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
+        let mut q = [0i8; 32];
+        for (j, &v) in b.qs.iter().enumerate() {
+            // Levels 0..=15, so the differences are -8..=7.
+            q[j] = (v & 0x0f) as i8 - 8;
+            q[j + 16] = (v >> 4) as i8 - 8;
+        }
+        Self {
+            q,
+            abs: q.map(i8::unsigned_abs),
+            d: b.scale_f32(),
+        }
+    }
+}
+
+/// [`gemm_b32_reference`] for one weight row in its [`B32Signed`] form:
+/// the same exact lanes (the products of the signed weights, where the
+/// unsigned form adds the offset's products and takes them off again) and
+/// the same float operations, so the same bits.
+///
+/// # Panics
+///
+/// If the row's block count differs from `x.len()`.
+pub(crate) fn gemm_b32s_reference(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    b32_sums(
+        w.len(),
+        x,
+        |b| w[b].d,
+        |b, a, m| {
+            let g = &x[b];
+            (4 * m..4 * m + 4)
+                .map(|k| i32::from(w[b].q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]))
+                .sum()
+        },
+    )
+}
+
+/// The float part the Q8_0/Q4_0 GEMM shares with the single-row x86 dots,
+/// for one weight row of `nb` blocks (scale `d_w(b)`) against the eight
+/// activation rows of `x`, given `lane(b, a, m)`, the exact integer lane
+/// `m` of block `b` and activation row `a`: each lane's `(d_w * d_x)` FMA
+/// into one of two 8-lane sums by the block's parity (an odd last block
+/// into the even one), the sums added lane by lane and then summed as
+/// `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+///
+/// # Panics
+///
+/// If `nb != x.len()`.
+fn b32_sums(
+    nb: usize,
+    x: &[Q8Group],
+    d_w: impl Fn(usize) -> f32,
+    lane: impl Fn(usize, usize, usize) -> i32,
+) -> [f32; GROUP_ROWS] {
+    assert_eq!(nb, x.len(), "GEMM: block counts differ");
+    core::array::from_fn(|a| {
+        let mut acc = [[0.0f32; 8]; 2];
+        for (b, g) in x.iter().enumerate() {
+            let d = d_w(b) * g.d[2 * a];
+            for (m, l) in acc[b % 2].iter_mut().enumerate() {
+                *l = d.mul_add(lane(b, a, m) as f32, *l);
+            }
+        }
+        let v: [f32; 8] = core::array::from_fn(|m| acc[0][m] + acc[1][m]);
+        ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+    })
+}
+
 /// The offset a [`B32Levels`] kind's unsigned bytes carry, as the shift of
 /// the activation's `neg_bias` (`-128 * sum`) that removes it: 0 for
 /// Q8_0's flipped bytes (offset 128), 4 for Q4_0's levels (offset 8).
@@ -340,24 +434,20 @@ pub(crate) fn gemm_b32_reference<const SHIFT: u32>(
     w: [&[B32Levels]; 2],
     x: &[Q8Group],
 ) -> [[f32; GROUP_ROWS]; 2] {
-    core::array::from_fn(|r| {
-        assert_eq!(w[r].len(), x.len(), "GEMM: block counts differ");
-        core::array::from_fn(|a| {
-            let mut acc = [[0.0f32; 8]; 2];
-            for (b, (wb, g)) in w[r].iter().zip(x).enumerate() {
-                let d = wb.d * g.d[2 * a];
-                for (m, l) in acc[b % 2].iter_mut().enumerate() {
-                    let (s, h) = (m / 2, m % 2);
-                    let mut lane = g.neg_bias[s][2 * a + h] >> SHIFT;
-                    for i in 0..4 {
-                        let k = 4 * m + i;
-                        lane += i32::from(wb.q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]);
-                    }
-                    *l = d.mul_add(lane as f32, *l);
-                }
-            }
-            let v: [f32; 8] = core::array::from_fn(|m| acc[0][m] + acc[1][m]);
-            ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
-        })
+    w.map(|w| {
+        b32_sums(
+            w.len(),
+            x,
+            |b| w[b].d,
+            |b, a, m| {
+                let g = &x[b];
+                let (s, h) = (m / 2, m % 2);
+                let offset = g.neg_bias[s][2 * a + h] >> SHIFT;
+                (4 * m..4 * m + 4)
+                    .map(|k| i32::from(w[b].q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]))
+                    .sum::<i32>()
+                    + offset
+            },
+        )
     })
 }

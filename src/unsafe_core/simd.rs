@@ -30,7 +30,9 @@ mod x86 {
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
-    use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
+    use crate::quant::kgroup::{
+        B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+    };
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
@@ -123,6 +125,14 @@ mod x86 {
             // features this kernel enables.
             // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx2::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_b32s_1x8(self, w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features this kernel enables.
+            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            unsafe { avx2::gemm_b32s_1x8(w, x) }
         }
 
         #[inline]

@@ -74,7 +74,9 @@ use thiserror::Error;
 
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
-use super::kgroup::{self, B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
+use super::kgroup::{
+    self, B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+};
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
@@ -652,15 +654,26 @@ impl Dispatch {
         false
     }
 
-    /// Whether [`gemm_b32_2x8`](Self::gemm_b32_2x8) runs a vector kernel
-    /// (AVX-512 VNNI: so a batch should build its interleaved Q8_0 groups
-    /// and a Q8_0 or Q4_0 prefill should use them). At 256 bits the GEMM
-    /// would do per value what the four-row kernels do (a block's
-    /// `(d_w * d_x)` FMA per lane is the same work in either layout, and
-    /// AVX2 has no `vpdpbusd` to fold the offset in), so they keep those.
+    /// Whether a Q8_0 or Q4_0 prefill runs a GEMM over the batch's
+    /// interleaved Q8_0 groups (so a batch should build them):
+    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) with AVX-512 VNNI,
+    /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) with AVX2 and AVX-VNNI
+    /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)).
     #[inline]
     pub(crate) fn matmul_uses_b32_groups(self) -> bool {
-        self.matmul_uses_pairs()
+        self.matmul_uses_pairs() || self.matmul_uses_b32_signed()
+    }
+
+    /// Whether the Q8_0/Q4_0 GEMM is [`gemm_b32s_1x8`](Self::gemm_b32s_1x8)
+    /// over signed weights (AVX2 and AVX-VNNI) rather than
+    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI).
+    #[inline]
+    pub(crate) fn matmul_uses_b32_signed(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx2(_) | Dispatch::AvxVnni(_) = self {
+            return true;
+        }
+        false
     }
 
     /// `gemm_k4_reference(w, x)`: four Q4_K/Q5_K weight rows against eight
@@ -691,6 +704,20 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_b32_2x8::<SHIFT>(w, x),
             _ => kgroup::gemm_b32_reference::<SHIFT>(w, x),
+        }
+    }
+
+    /// `gemm_b32s_reference(w, x)`: one Q8_0 or Q4_0 weight row, as signed
+    /// bytes, against eight interleaved activation rows, each result the
+    /// x86 single-row dot's bits.
+    #[inline]
+    pub(crate) fn gemm_b32s_1x8(self, w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_b32s_1x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().gemm_b32s_1x8(w, x),
+            _ => kgroup::gemm_b32s_reference(w, x),
         }
     }
 
@@ -2418,7 +2445,9 @@ mod tests {
     )]
     #[test]
     fn b32_gemm_equals_the_reference_and_the_dots() {
-        use crate::quant::kgroup::{gemm_b32_reference, Q4_0_SHIFT, Q8_0_SHIFT};
+        use crate::quant::kgroup::{
+            gemm_b32_reference, gemm_b32s_reference, Q4_0_SHIFT, Q8_0_SHIFT,
+        };
         use proptest::prelude::*;
         use std::panic::catch_unwind;
         let scale = prop_oneof![
@@ -2463,10 +2492,17 @@ mod tests {
                 let l4: Vec<Vec<B32Levels>> = w4.iter().map(|r| r.iter().map(B32Levels::q4_0).collect()).collect();
                 let got = [k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], &l8[1]], &groups), k.gemm_b32_2x8::<Q4_0_SHIFT>([&l4[0], &l4[1]], &groups)];
                 let want = [gemm_b32_reference::<Q8_0_SHIFT>([&l8[0], &l8[1]], &groups), gemm_b32_reference::<Q4_0_SHIFT>([&l4[0], &l4[1]], &groups)];
+                // The signed form (AVX2, AVX-VNNI), one weight row a call.
+                let s8: Vec<Vec<B32Signed>> = w8.iter().map(|r| r.iter().map(B32Signed::q8_0).collect()).collect();
+                let s4: Vec<Vec<B32Signed>> = w4.iter().map(|r| r.iter().map(B32Signed::q4_0).collect()).collect();
+                let signed = [[0, 1].map(|r| k.gemm_b32s_1x8(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8(&s4[r], &groups))];
+                let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
                     for r in 0..2 {
                         for a in 0..8 {
                             prop_assert!(same(got[t][r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
+                            prop_assert!(same(signed[t][r][a], want[t][r][a]), "{:?} signed type {} row {} act {}", kernel, t, r, a);
+                            prop_assert!(same(signed_ref[t][r][a], want[t][r][a]), "signed reference type {} row {} act {}", t, r, a);
                         }
                     }
                 }
@@ -2482,6 +2518,7 @@ mod tests {
                 if nb > 0 {
                     let short = &l8[1][..nb - 1];
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
                 }
             });
         }

@@ -23,7 +23,7 @@ use half::f16;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
-use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
+use crate::quant::kgroup::{B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
@@ -908,4 +908,80 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
         }
     }
     core::array::from_fn(|r| bytemuck::cast(acc[r]))
+}
+
+/// `gemm_b32s_reference(w, x)` (`quant::kgroup`), bit for bit (NaN
+/// payloads aside): one Q8_0 or Q4_0 weight row, unpacked to signed bytes,
+/// against the eight activation rows of `x`; so each result is the
+/// single-row `dot_q8` or `dot_q4_0` of that activation row.
+///
+/// Per value it does less than the four-row kernels (`dot_q8_x4`), which
+/// broadcast each (weight block, activation row) pair's activation scale
+/// and multiply it by the weight's: here one `vmulps` makes the products
+/// of four activation rows at once, since the group keeps the rows'
+/// scales side by side. Step `s` of a block (columns `8s..8s + 8`) is, per
+/// half of the group (`h`, rows `4h..4h + 4`): the weight's eight bytes
+/// and magnitudes broadcast to each 64-bit slot, `vpsignb` putting the
+/// weight's signs on the activations, `vpmaddubsw` by the magnitudes and
+/// `vpmaddwd` by ones, so the `i32` lanes `2a`, `2a + 1` are lanes `2s`,
+/// `2s + 1` of activation row `4h + a` in the single-row kernel, exactly
+/// (`|w| <= 128`, `|x| <= 127`: no pair saturates). Each lane's FMA goes
+/// into the register of its step, half and the block's parity. Each half
+/// runs the even blocks, then the odd ones: four passes over the row, each
+/// with four live accumulators (each register sees the same FMAs in the
+/// same order; with all sixteen, or eight and the weight's broadcasts
+/// shared by the halves, the compiler spilled accumulators to the stack).
+///
+/// # Panics
+///
+/// If the row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
+    let (w2, w_rest) = w.as_chunks::<2>();
+    let (x2, x_rest) = x.as_chunks::<2>();
+    let mut even = [[_mm256_setzero_ps(); 4]; 2];
+    for ([wb, _], [g, _]) in w2.iter().zip(x2) {
+        b32s_block(&mut even, wb, g);
+    }
+    if let ([wb], [g]) = (w_rest, x_rest) {
+        b32s_block(&mut even, wb, g);
+    }
+    let mut odd = [[_mm256_setzero_ps(); 4]; 2];
+    for ([_, wb], [_, g]) in w2.iter().zip(x2) {
+        b32s_block(&mut odd, wb, g);
+    }
+    let mut out = [0.0; GROUP_ROWS];
+    for h in 0..2 {
+        // v[s]: lanes 2s, 2s + 1 of each row, the parities added.
+        let v: [__m256; 4] = core::array::from_fn(|s| _mm256_add_ps(even[h][s], odd[h][s]));
+        // Lanes (l0 + l4, l1 + l5) + (l2 + l6, l3 + l7) of each row, then
+        // the row's two lanes added.
+        let u = _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
+        let r: [f32; 8] = bytemuck::cast(_mm256_add_ps(u, _mm256_permute_ps::<0b10_11_00_01>(u)));
+        for a in 0..4 {
+            out[4 * h + a] = r[2 * a];
+        }
+    }
+    out
+}
+
+/// One block of [`gemm_b32s_1x8`] into `acc[h][s]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn b32s_block(acc: &mut [[__m256; 4]; 2], w: &B32Signed, g: &Q8Group) {
+    let dw = _mm256_set1_ps(w.d);
+    let (q8, _) = w.q.as_chunks::<8>();
+    let (abs8, _) = w.abs.as_chunks::<8>();
+    let (dx, _) = g.d.as_chunks::<8>();
+    for s in 0..4 {
+        let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
+        let wa = levels8(&abs8[s]);
+        for h in 0..2 {
+            let d = _mm256_mul_ps(dw, bytemuck::cast(dx[h]));
+            let xs = _mm256_sign_epi8(half(&g.qs[s], h), wq);
+            let lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), _mm256_set1_epi16(1));
+            acc[h][s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[h][s]);
+        }
+    }
 }
