@@ -657,7 +657,7 @@ impl Dispatch {
     /// Whether a Q8_0 or Q4_0 prefill runs a GEMM over the batch's
     /// interleaved Q8_0 groups (so a batch should build them):
     /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) with AVX-512 VNNI,
-    /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) with AVX2 and AVX-VNNI
+    /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) with AVX2
     /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)).
     #[inline]
     pub(crate) fn matmul_uses_b32_groups(self) -> bool {
@@ -665,12 +665,16 @@ impl Dispatch {
     }
 
     /// Whether the Q8_0/Q4_0 GEMM is [`gemm_b32s_1x8`](Self::gemm_b32s_1x8)
-    /// over signed weights (AVX2 and AVX-VNNI) rather than
-    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI).
+    /// over signed weights (AVX2) rather than
+    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI). AVX-VNNI keeps
+    /// its four-row kernels: one `vpdpbusd` per 32 weights and row, with
+    /// the offset folded in, is about as much work per value as the
+    /// GEMM's `vpsignb`, `vpmaddubsw` and `vpmaddwd` saved the scale
+    /// product, and no AVX-VNNI machine was at hand to measure which wins.
     #[inline]
     pub(crate) fn matmul_uses_b32_signed(self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if let Dispatch::Avx2(_) | Dispatch::AvxVnni(_) = self {
+        if let Dispatch::Avx2(_) = self {
             return true;
         }
         false
