@@ -667,10 +667,10 @@ impl Dispatch {
     /// Whether the Q8_0/Q4_0 GEMM is [`gemm_b32s_1x8`](Self::gemm_b32s_1x8)
     /// over signed weights (AVX2) rather than
     /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI). AVX-VNNI keeps
-    /// its four-row kernels: one `vpdpbusd` per 32 weights and row, with
-    /// the offset folded in, is about as much work per value as the
-    /// GEMM's `vpsignb`, `vpmaddubsw` and `vpmaddwd` saved the scale
-    /// product, and no AVX-VNNI machine was at hand to measure which wins.
+    /// its four-row kernels: there one `vpdpbusd`, the offset folded in,
+    /// does what `vpsignb`, `vpmaddubsw` and `vpmaddwd` do in this GEMM,
+    /// so the GEMM's saving (the scale product) may not pay for its
+    /// broadcasts, and no AVX-VNNI machine was at hand to measure it.
     #[inline]
     pub(crate) fn matmul_uses_b32_signed(self) -> bool {
         #[cfg(target_arch = "x86_64")]
