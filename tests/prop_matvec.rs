@@ -371,8 +371,9 @@ fn quantized_prefill_rows_equal_decode_rows() {
 
 /// The Q8_0 and Q4_0 GEMM unpacks sixteen weight rows per pass over the
 /// batch's groups: weight-row counts on both sides of a tile and of a
-/// 64-row task, with a batch of two whole groups and a rest, each prefill
-/// row still that row's decode product, bit for bit.
+/// 64-row task, with a batch of two whole groups and a rest and an odd
+/// number of blocks a row (the last one in the even accumulators), each
+/// prefill row still that row's decode product, bit for bit.
 #[test]
 fn b32_gemm_tiles_cut_anywhere() {
     use inferno_cpu::backend::{AnyBackend, Backend};
@@ -383,7 +384,7 @@ fn b32_gemm_tiles_cut_anywhere() {
         .into_iter()
         .map(|(name, threads)| AnyBackend::new(name, threads).unwrap())
         .collect();
-    let (cols, m) = (64, 19);
+    let (cols, m) = (96, 19);
     for rows in [1, 15, 16, 17, 31, 33, 63, 64, 65, 80] {
         let mut rng = Rng(SplitMix64::new(rows as u64));
         let q8: Vec<BlockQ8_0> = (0..rows * cols / 32).map(|_| rng.block()).collect();

@@ -423,8 +423,9 @@ pub struct QuantizedBatch {
     pairs: Vec<PairBlock>,
     /// Whether `pairs` was built for the current contents.
     paired: bool,
-    /// With the AVX-512 VNNI kernel and the Q8_0 form: each full group of
-    /// eight rows interleaved ([`Q8Group`], `cols / 32` per group).
+    /// With the AVX-512 VNNI or AVX2 kernel and the Q8_0 form (their
+    /// Q8_0/Q4_0 GEMM): each full group of eight rows interleaved
+    /// ([`Q8Group`], `cols / 32` per group).
     groups: Vec<Q8Group>,
     /// With an x86 kernel (every one has a K-quant GEMM) and the Q8_K
     /// form: each full group of eight rows interleaved ([`Q8KGroup`],

@@ -2435,8 +2435,30 @@ mod tests {
         }
     }
 
-    /// The Q8_0 and Q4_0 GEMM over interleaved groups (every kernel:
-    /// AVX-512 VNNI's vector form, the others' plain reference) gives
+    /// The kernels with a vector Q8_0/Q4_0 GEMM say so, so that a batch
+    /// builds the groups and a prefill runs it: one that fell back to the
+    /// four-row kernels or the plain reference would give the same bits,
+    /// only slower, and no other test would notice.
+    #[test]
+    fn b32_gemm_flags_name_the_vector_kernels() {
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                continue;
+            };
+            let groups = matches!(kernel, Kernel::Avx2 | Kernel::Avx512Vnni);
+            assert_eq!(k.matmul_uses_b32_groups(), groups, "{kernel:?}");
+            assert_eq!(
+                k.matmul_uses_b32_signed(),
+                kernel == Kernel::Avx2,
+                "{kernel:?}"
+            );
+        }
+    }
+
+    /// The Q8_0 and Q4_0 GEMM over interleaved groups (every kernel, in
+    /// both weight forms: AVX-512 VNNI's vector form of the unsigned one,
+    /// AVX2's and AVX-VNNI's of the signed one, the plain references
+    /// otherwise) gives
     /// `kgroup`'s reference bits, and those are every x86 kernel's
     /// single-row `dot_q8`/`dot_q4_0`, for two weight rows of any bytes
     /// (scales of any sign and size, infinite and NaN ones included)

@@ -746,8 +746,8 @@ pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K
     }
 }
 
-// Prefill: the K-quant GEMM over interleaved activation groups
-// (`quant::kgroup`) at 256 bits. A group's 64-byte step holds eight
+// Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0 GEMM)
+// over interleaved activation groups (`quant::kgroup`) at 256 bits. A group's 64-byte step holds eight
 // activation rows' eight values; a 256-bit register takes four rows
 // (`h = 0`: rows 0-3, `h = 1`: rows 4-7), so each step of the AVX-512
 // kernel (`avx512vnni::gemm_k4_4x8`) is two here, with the same integers:
@@ -926,11 +926,17 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
 /// `vpmaddwd` by ones, so the `i32` lanes `2a`, `2a + 1` are lanes `2s`,
 /// `2s + 1` of activation row `4h + a` in the single-row kernel, exactly
 /// (`|w| <= 128`, `|x| <= 127`: no pair saturates). Each lane's FMA goes
-/// into the register of its step, half and the block's parity. Each half
-/// runs the even blocks, then the odd ones: four passes over the row, each
-/// with four live accumulators (each register sees the same FMAs in the
-/// same order; with all sixteen, or eight and the weight's broadcasts
-/// shared by the halves, the compiler spilled accumulators to the stack).
+/// into the register of its step, half and the block's parity. The even
+/// blocks run first, then the odd ones, so eight accumulators are live,
+/// not sixteen (each register sees the same FMAs in the same order), and
+/// a step's broadcasts serve both halves. The compiler still spills a few
+/// registers a block; running one half at a time (four accumulators, no
+/// spill, every broadcast loaded twice) measured the same in cache.
+///
+/// Exact for activation bytes in `-127..=127`, the quantizers' range,
+/// as `dot_q8` is: `vpsignb` cannot negate `-128`. (`dot_q4_0` adds the
+/// offset instead and is exact for any byte; for `-128` the two would
+/// differ, and no quantizer of this crate writes one.)
 ///
 /// # Panics
 ///
