@@ -164,13 +164,14 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
             );
             let backend = AnyBackend::with_kind(kind, threads)?;
             let (stats, others) = measure(&model, &backend, plan)?;
+            let (bw, probe) = bw_at(threads);
             let row = Row {
                 backend: kind,
                 threads,
                 stats,
                 others,
-                bandwidth: bw_at(threads).0,
-                probe: bw_at(threads).1,
+                bandwidth: bw,
+                probe,
                 bytes_per_token,
             };
             eprintln!(
