@@ -299,13 +299,19 @@ pub(crate) struct B32Levels {
 }
 
 impl B32Levels {
+    #[inline]
     pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
+        let mut q = [0u8; 32];
+        for (u, &v) in q.iter_mut().zip(&b.qs) {
+            *u = (v as u8) ^ 0x80;
+        }
         Self {
-            q: b.qs.map(|v| (v as u8) ^ 0x80),
+            q,
             d: b.scale_f32(),
         }
     }
 
+    #[inline]
     pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
         let mut q = [0u8; 32];
         for (j, &v) in b.qs.iter().enumerate() {
@@ -335,14 +341,16 @@ pub(crate) struct B32Signed {
 }
 
 impl B32Signed {
+    #[inline]
     pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
         Self {
             q: b.qs,
-            abs: b.qs.map(i8::unsigned_abs),
+            abs: magnitudes(&b.qs),
             d: b.scale_f32(),
         }
     }
 
+    #[inline]
     pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
         let mut q = [0i8; 32];
         for (j, &v) in b.qs.iter().enumerate() {
@@ -352,10 +360,23 @@ impl B32Signed {
         }
         Self {
             q,
-            abs: q.map(i8::unsigned_abs),
+            abs: magnitudes(&q),
             d: b.scale_f32(),
         }
     }
+}
+
+/// `|q|` of each byte, in a loop the compiler vectorizes. An array's `map`
+/// was a call per block: under `perf` (AMD EPYC Zen 3, Q8_0 prefill of
+/// 128 tokens and more) the GEMM's loop and unpacking beside the kernel
+/// took 11% of the kernel's time with it and 5% without.
+#[inline]
+fn magnitudes(q: &[i8; 32]) -> [u8; 32] {
+    let mut abs = [0u8; 32];
+    for (a, &v) in abs.iter_mut().zip(q) {
+        *a = v.unsigned_abs();
+    }
+    abs
 }
 
 /// [`gemm_b32_reference`] for one weight row in its [`B32Signed`] form:

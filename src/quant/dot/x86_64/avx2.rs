@@ -788,9 +788,9 @@ pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K
     }
 }
 
-// Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0 GEMM)
-// over interleaved activation groups (`quant::kgroup`) at 256 bits. A group's 64-byte step holds eight
-// activation rows' eight values; a 256-bit register takes four rows
+// Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0
+// GEMM) over interleaved activation groups (`quant::kgroup`) at 256 bits.
+// A group's 64-byte step holds eight activation rows' eight values; a 256-bit register takes four rows
 // (`h = 0`: rows 0-3, `h = 1`: rows 4-7), so each step of the AVX-512
 // kernel (`avx512vnni::gemm_k4_4x8`) is two here, with the same integers:
 // the weight row's eight levels broadcast to each 64-bit slot, one
