@@ -788,17 +788,17 @@ pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K
     }
 }
 
-// Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0
-// GEMM) over interleaved activation groups (`quant::kgroup`) at 256 bits.
-// A group's 64-byte step holds eight activation rows' eight values; a 256-bit register takes four rows
-// (`h = 0`: rows 0-3, `h = 1`: rows 4-7), so each step of the AVX-512
-// kernel (`avx512vnni::gemm_k4_4x8`) is two here, with the same integers:
-// the weight row's eight levels broadcast to each 64-bit slot, one
-// `vpmaddubsw` into `i16` pairs, a sub-block's steps added in `i16`, one
-// `vpmaddwd` by its scale. Where the row-at-a-time kernels (`dot_k_x8`)
-// sum every (weight row, activation row) pair's lanes horizontally once a
-// block and run its float part one scalar at a time, here a block ends
-// with every pair's integer in its own lane.
+// Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0 GEMM)
+// over interleaved activation groups (`quant::kgroup`) at 256 bits. A
+// group's 64-byte step holds eight activation rows' eight values; a 256-bit
+// register takes four rows (`h = 0`: rows 0-3, `h = 1`: rows 4-7), so each
+// step of the AVX-512 kernel (`avx512vnni::gemm_k4_4x8`) is two here, with
+// the same integers: the weight row's eight levels broadcast to each 64-bit
+// slot, one `vpmaddubsw` into `i16` pairs, a sub-block's steps added in
+// `i16`, one `vpmaddwd` by its scale. Where the row-at-a-time kernels
+// (`dot_k_x8`) sum every (weight row, activation row) pair's lanes
+// horizontally once a block and run its float part one scalar at a time,
+// here a block ends with every pair's integer in its own lane.
 
 /// The sums of `i32` lane pairs of `lo` (activation rows 0-3, two lanes
 /// each) and `hi` (rows 4-7), as eight lanes in row order: exactly the
