@@ -146,7 +146,7 @@ impl<'a> Weight<'a> {
             ),
             Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
             Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
-            Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k(row, x.k_act())),
+            Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k_summed(row, x.k_act())),
             Weight::F16(m) => rows_with(m, range, out, |row| k.dot_f16w(row, x.f16_act())),
             Weight::Bf16(m) => rows_with(m, range, out, |row| k.dot_bf16w(row, x.bf16_act())),
         }
@@ -577,7 +577,7 @@ fn dot_row(k: Dispatch, w: &Weight<'_>, r: usize, xs: &QuantizedBatch, i: usize)
         Weight::Q4_0(m) => k.dot_q4_0(m.row(r), xs.act_row(i)),
         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xs.k_row(i)),
         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xs.k_row(i)),
-        Weight::Q6K(m) => k.dot_q6_k(m.row(r), xs.k_row(i)),
+        Weight::Q6K(m) => k.dot_q6_k_summed(m.row(r), xs.k_row(i)),
         Weight::F16(m) => k.dot_f16w(m.row(r), xs.f16_row(i)),
         Weight::Bf16(m) => k.dot_bf16w(m.row(r), xs.bf16_row(i)),
     }

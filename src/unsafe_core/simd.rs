@@ -162,6 +162,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q6_k_summed(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::q6_k_summed_equals_dot_q6_k
+            unsafe { avx2::dot_q6_k_summed(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
@@ -514,6 +521,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q6_k_summed(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::q6_k_summed_equals_dot_q6_k
+            unsafe { avx512vnni::dot_q6_k_summed(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
@@ -615,6 +629,13 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::vnni_k_dots_equal_avx2
             unsafe { avxvnni::dot_q6_k(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q6_k_summed(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::q6_k_summed_equals_dot_q6_k
+            unsafe { avxvnni::dot_q6_k_summed(w, x) }
         }
 
         #[inline]

@@ -203,6 +203,8 @@ struct Q6Prep {
     q: [__m512i; 4],
     /// Their four scales (one per 16 weights) in `i16` lanes.
     sc: [__m512i; 4],
+    /// The sixteen scales in order, in `i16` lanes (see `q6_lanes_summed`).
+    sc16: __m256i,
     /// The block's scale, widened.
     d: f32,
 }
@@ -232,7 +234,8 @@ fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
             top(halves(4, 6)),
         );
     }
-    let wide = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(bytemuck::cast(wb.scales)));
+    let sc16 = _mm256_cvtepi8_epi16(bytemuck::cast(wb.scales));
+    let wide = _mm512_castsi256_si512(sc16);
     let sc = core::array::from_fn(|k| {
         // Lane `i` of pair `k` takes scale `4k + i / 8`.
         let idx = _mm512_add_epi16(
@@ -253,6 +256,7 @@ fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
     Q6Prep {
         q,
         sc,
+        sc16,
         d: super::avx2::f16_pair(wb.d, [0; 2]).0,
     }
 }
@@ -274,6 +278,23 @@ fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
         m[k] = _mm512_madd_epi16(pr, p.sc[k]);
     }
     fold(sum4(m))
+}
+
+/// Lanes that sum to what [`q6_lanes`]' lanes sum to when `xb.bsums` holds
+/// the sums of its values (see `k_prep_256!`'s `q6_lanes_summed`): one
+/// `vpmaddubsw` per two steps, the offset off once per block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_lanes_summed(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
+    let (q8, _) = xb.qs.as_chunks::<64>();
+    let mut m = [_mm512_setzero_si512(); 4];
+    for k in 0..4 {
+        let xv: __m512i = bytemuck::cast(q8[k]);
+        m[k] = _mm512_madd_epi16(_mm512_maddubs_epi16(p.q[k], xv), p.sc[k]);
+    }
+    let bsums: __m256i = bytemuck::cast(xb.bsums);
+    let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, p.sc16));
+    _mm256_sub_epi32(fold(sum4(m)), offset)
 }
 
 /// `[k4_lanes(p, x[0]), ..]`: with 32 registers the whole prep stays in

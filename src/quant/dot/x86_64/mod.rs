@@ -304,6 +304,9 @@ macro_rules! k_prep_256 {
             /// Each step's two scales (one per 16 weights, so the low and
             /// high 128-bit halves differ) in `i16` lanes.
             sc: [__m256i; 8],
+            /// The sixteen scales in order, in `i16` lanes (the multipliers
+            /// of the activation's 16-value sums in `q6_lanes_summed`).
+            sc16: __m256i,
             /// The block's scale, widened.
             d: f32,
         }
@@ -388,6 +391,7 @@ macro_rules! k_prep_256 {
             Q6Prep {
                 q,
                 sc,
+                sc16,
                 d: super::avx2::f16_pair(wb.d, [0; 2]).0,
             }
         }
@@ -413,6 +417,27 @@ macro_rules! k_prep_256 {
                 s[j % 2] = madd_acc(s[j % 2], pr, p.sc[j]);
             }
             _mm256_add_epi32(s[0], s[1])
+        }
+
+        /// Lanes that sum to what `q6_lanes`' lanes sum to when `xb.bsums`
+        /// holds the sums of its values (as every activation block this
+        /// crate quantizes does): the levels' offset of 32 comes off once
+        /// per block, as `32 * sum_j scale_j * bsums_j` (one `vpmaddwd`),
+        /// instead of as one more `vpmaddubsw` and a subtraction per step.
+        /// The unsigned products stay within `i32`: at most
+        /// `256 * 128 * 63 * 128 < 2^31` in magnitude.
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn q6_lanes_summed(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
+            let (q8, _) = xb.qs.as_chunks::<32>();
+            let mut s = [_mm256_setzero_si256(); 2];
+            for j in 0..8 {
+                let xv: __m256i = bytemuck::cast(q8[j]);
+                s[j % 2] = madd_acc(s[j % 2], _mm256_maddubs_epi16(p.q[j], xv), p.sc[j]);
+            }
+            let bsums: __m256i = bytemuck::cast(xb.bsums);
+            let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, p.sc16));
+            _mm256_sub_epi32(_mm256_add_epi32(s[0], s[1]), offset)
         }
 
         /// `[q6_lanes(p, x[0]), .., q6_lanes(p, x[N - 1])]`, step by step
@@ -608,6 +633,24 @@ macro_rules! k_kernels {
             let mut acc = 0.0f32;
             for (wb, xb) in w.iter().zip(x) {
                 q6_step(&q6_k_prep(wb), xb, &mut acc);
+            }
+            acc
+        }
+
+        /// `dot_q6_k(w, x)`, bit for bit, for activation blocks whose
+        /// `bsums` hold the sums of their values (every block this crate
+        /// quantizes; the decode products' activations are such blocks):
+        /// the block sums are the same exact integers, the levels' offset
+        /// taken off once per block from those sums (`q6_lanes_summed`),
+        /// which leaves half the multiplies per block.
+        #[inline]
+        #[target_feature(enable = $features)]
+        pub(crate) fn dot_q6_k_summed(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            let mut acc = 0.0f32;
+            for (wb, xb) in w.iter().zip(x) {
+                let p = q6_k_prep(wb);
+                let isum = super::avx2::hsum_epi32(q6_lanes_summed(&p, xb));
+                acc = (p.d * xb.d).mul_add(isum as f32, acc);
             }
             acc
         }
