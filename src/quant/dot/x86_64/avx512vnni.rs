@@ -753,13 +753,43 @@ pub(crate) fn dot_q4_0_pairs(w: &[BlockQ4_0], pairs: &[PairBlock], x: &[ActBlock
     assert_eq!(nb, x.len(), "dot_q4_0: block counts differ");
     assert_eq!(nb / 2, pairs.len(), "dot_q4_0: pair counts differ");
     let (w2, w_rest) = w.as_chunks::<2>();
+    let bytes: &[u8] = bytemuck::cast_slice(w);
+    // Words of a 64-byte window from a pair's first byte: block `a`'s
+    // nibbles are words 1..9 and its scale word 0, block `b`'s words 10..18
+    // and 9 (18-byte blocks keep every field on a word boundary).
+    let pick_qs = _mm512_set_epi16(
+        17, 16, 15, 14, 13, 12, 11, 10, 17, 16, 15, 14, 13, 12, 11, 10, //
+        8, 7, 6, 5, 4, 3, 2, 1, 8, 7, 6, 5, 4, 3, 2, 1,
+    );
+    let pick_d = _mm512_set_epi16(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, //
+        9, 9, 9, 9, 9, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 0,
+    );
+    let shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    let low4 = _mm512_set1_epi8(0x0f);
     let mut acc = _mm512_setzero_ps();
-    for ([a, b], p) in w2.iter().zip(pairs) {
-        let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b));
-        let dw = _mm512_cvtph_ps(_mm256_set_m128i(
-            _mm_set1_epi16(i16::from_le_bytes(b.d)),
-            _mm_set1_epi16(i16::from_le_bytes(a.d)),
-        ));
+    for (k, ([a, b], p)) in w2.iter().zip(pairs).enumerate() {
+        let (q, dw) = match bytes.get(36 * k..36 * k + 64) {
+            // Both blocks from one load: each block's nibbles twice (one
+            // qword pair, then again), the second copy shifted down by 4,
+            // are its levels in `q4_0_prep`'s order; its scale in eight
+            // words.
+            Some(window) => {
+                let raw: __m512i = bytemuck::pod_read_unaligned(window);
+                let spread = _mm512_permutexvar_epi16(pick_qs, raw);
+                let q = _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), low4);
+                let d = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_d, raw));
+                (q, _mm512_cvtph_ps(d))
+            }
+            // The row's last pair or two, whose window would pass its end.
+            None => (
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b)),
+                _mm512_cvtph_ps(_mm256_set_m128i(
+                    _mm_set1_epi16(i16::from_le_bytes(b.d)),
+                    _mm_set1_epi16(i16::from_le_bytes(a.d)),
+                )),
+            ),
+        };
         let bias = _mm512_srai_epi32::<4>(bytemuck::cast(p.neg_bias));
         let lanes = _mm512_dpbusd_epi32(bias, q, bytemuck::cast(p.qs));
         let d = _mm512_mul_ps(dw, bytemuck::cast(p.d));
