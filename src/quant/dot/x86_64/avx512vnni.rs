@@ -1362,7 +1362,7 @@ fn k4_rows8_block<const FIFTH: bool>(
 /// slower.)
 ///
 /// On an AMD Zen 4 the lines are asked for in L2 (`prefetcht2`) instead
-/// of L1 ([`rows8_prefetch_to_l2`]).
+/// of L1 ([`weights_to_l2`](super::weights_to_l2)).
 #[inline]
 fn prefetch_rows8<B>(w: [&[B]; 8], b: usize, to_l2: bool) {
     let row = core::mem::size_of_val(w[0]);
@@ -1380,29 +1380,6 @@ fn prefetch_rows8<B>(w: [&[B]; 8], b: usize, to_l2: bool) {
     }
 }
 
-/// Whether [`prefetch_rows8`] asks for its lines in L2 rather than L1:
-/// on AMD Zen 4 (family `0x19` with AVX-512; Zen 3, the same family, has
-/// no AVX-512 and never runs these kernels), detected once.
-///
-/// On a Zen 4 core the eight-row kernels streamed their weights from
-/// memory at a third of the read bandwidth with the L1 hint, though in
-/// cache they compute faster than a plain read loop: the hardware
-/// prefetchers do not follow eight rows read a block at a time (without
-/// any software prefetch they read 3.9 GB/s), and prefetches into L1 left
-/// them at 7-9 GB/s. Into L2, the same lines at the same distance:
-/// `cargo bench --bench stream` (one thread, 256 MB, 1024 columns),
-/// three alternated runs, Q4_K 11.7-12.3 -> 15.3-18.0 GB/s and Q5_K
-/// 6.9-8.3 -> 14.2-17.7 (the single-row kernels in the same runs:
-/// 12.0-13.2 and 10.7-13.2). The row-at-a-time Q8_0 kernel went the
-/// other way with the L2 hint (16-25 -> 9-10 GB/s), so the hint is the
-/// eight-row kernels' alone. Zen 5 and the Intel Xeon, where the L1 hint
-/// was measured and tuned, keep it.
-fn rows8_prefetch_to_l2() -> bool {
-    use crate::unsafe_core::prefetch::{cpu_vendor_family, CpuVendor};
-    static TO_L2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TO_L2.get_or_init(|| cpu_vendor_family() == Some((CpuVendor::Amd, 0x19)))
-}
-
 /// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN payloads
 /// aside): eight Q4_K rows against one activation (see
 /// [`k4_rows8_block`]).
@@ -1417,7 +1394,7 @@ pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     }
     let mut acc = _mm256_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
-    let to_l2 = rows8_prefetch_to_l2();
+    let to_l2 = super::weights_to_l2();
     for (b, xb) in x.iter().enumerate() {
         prefetch_rows8(w, b, to_l2);
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(&w[r][b])[0]);
@@ -1439,7 +1416,7 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     }
     let mut acc = _mm256_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
-    let to_l2 = rows8_prefetch_to_l2();
+    let to_l2 = super::weights_to_l2();
     for (b, xb) in x.iter().enumerate() {
         prefetch_rows8(w, b, to_l2);
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 11]>(&w[r][b])[0]);

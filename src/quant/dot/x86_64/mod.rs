@@ -26,6 +26,39 @@
 /// asks as far ahead, as the products do.
 pub(crate) const PREFETCH_AHEAD: usize = 8192;
 
+/// How far ahead the decode products ask for their weights where they ask
+/// for them in L2 ([`weights_to_l2`]): a whole row at a time, before the
+/// row is computed. On an AMD EPYC (Zen 4) VM, Q8_0's decode products on
+/// one thread (`inferno bench --kernels --model`, two alternated runs of
+/// each distance): 4 KiB 17.9-18.2 GB/s, 8 KiB 21.3-22.0, 16 KiB 23.0-23.2,
+/// 32 KiB 22.4-23.7.
+pub(crate) const PREFETCH_AHEAD_L2: usize = 16384;
+
+/// Whether the decode products ask for their weights in L2
+/// (`prefetcht2`), each row's lines together before the row is computed,
+/// rather than in L1 a block at a time: on AMD Zen 4 (family `0x19` with
+/// AVX-512; Zen 3, the same family without it, keeps the L1 hints it was
+/// measured with), detected once.
+///
+/// On a Zen 4 core, prefetches into L1 slow the decode products down:
+/// Q8_0's, on one thread (`inferno bench --kernels --model`, two
+/// alternated runs), read 15.3-15.5 GB/s with the L1 hints a block at a
+/// time, 14.5-14.6 with them a row at a time, 19.3-20.2 with no software
+/// prefetch, and 21.8-22.6 with the L2 hint a row at a time at the same 8
+/// KiB (23.0-23.7 at [`PREFETCH_AHEAD_L2`]); the L2 hint a block at a time
+/// read 10. The eight-row K-quant kernels, whose rows the hardware
+/// prefetchers do not follow, measured the same way: 7-9 GB/s with L1
+/// hints, 15-18 with L2 ones (`avx512vnni::dot_q4_k_rows8`). Zen 5 and
+/// the Intel Xeon, where the L1 hints were measured and tuned, keep them.
+pub(crate) fn weights_to_l2() -> bool {
+    use crate::unsafe_core::prefetch::{cpu_vendor_family, CpuVendor};
+    static TO_L2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TO_L2.get_or_init(|| {
+        cpu_vendor_family() == Some((CpuVendor::Amd, 0x19))
+            && std::arch::is_x86_feature_detected!("avx512f")
+    })
+}
+
 /// The Q8_0 kernels of one x86 instruction set, given that module's
 /// `prep(&BlockQ8_0) -> Weight` and `lanes(Weight, &ActBlock) -> __m256i`,
 /// compiled with `$features` so both inline:
@@ -129,15 +162,32 @@ macro_rules! q8_kernels {
 
         /// `out[r] = dot_q8(row r of w, x)` for the `out.len()` rows of `nb`
         /// blocks, prefetching [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD)
-        /// bytes ahead of the row being read.
+        /// bytes ahead of the row being read, or, where the weights are
+        /// asked for in L2 ([`weights_to_l2`](super::weights_to_l2)), the
+        /// row [`PREFETCH_AHEAD_L2`](super::PREFETCH_AHEAD_L2) bytes on,
+        /// line by line, before each row. Hints only: the same bits.
         ///
         /// # Panics
         ///
         /// If `x.len() != nb` or `w.len() != nb * out.len()`.
         #[target_feature(enable = $features)]
         pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f32]) {
+            if !super::weights_to_l2() {
+                crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
+                    row_loop::<true>(row, x)
+                });
+                return;
+            }
+            let row_bytes = nb * core::mem::size_of::<BlockQ8_0>();
+            let mut ahead = super::PREFETCH_AHEAD_L2;
             crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
-                row_loop::<true>(row, x)
+                let mut line = 0;
+                while line < row_bytes {
+                    crate::unsafe_core::prefetch::prefetch_read_l2(w, ahead + line);
+                    line += 64;
+                }
+                ahead += row_bytes;
+                row_loop::<false>(row, x)
             });
         }
     };
