@@ -696,8 +696,27 @@ macro_rules! k_kernels {
         #[inline]
         #[target_feature(enable = $features)]
         pub(crate) fn dot_q6_k_summed(w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
+            let n = w.len().min(x.len());
+            let (w4, w_rest) = w[..n].as_chunks::<4>();
+            let (x4, x_rest) = x[..n].as_chunks::<4>();
             let mut acc = 0.0f32;
-            for (wb, xb) in w.iter().zip(x) {
+            // Four blocks' lanes summed together, one horizontal sum for
+            // the four, then their FMAs in block order, as one at a time.
+            for (wq, xq) in w4.iter().zip(x4) {
+                let mut lanes = [_mm256_setzero_si256(); 4];
+                let mut d = [0.0f32; 4];
+                for i in 0..4 {
+                    let p = q6_k_prep(&wq[i]);
+                    lanes[i] = q6_lanes_summed(&p, &xq[i]);
+                    d[i] = p.d * xq[i].d;
+                }
+                let sums: [f32; 4] =
+                    bytemuck::cast(_mm_cvtepi32_ps(super::avx2::hsum4_epi32(lanes)));
+                for (di, si) in d.into_iter().zip(sums) {
+                    acc = di.mul_add(si, acc);
+                }
+            }
+            for (wb, xb) in w_rest.iter().zip(x_rest) {
                 let p = q6_k_prep(wb);
                 let isum = super::avx2::hsum_epi32(q6_lanes_summed(&p, xb));
                 acc = (p.d * xb.d).mul_add(isum as f32, acc);
