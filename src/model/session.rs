@@ -43,7 +43,9 @@ pub struct SessionOptions {
     /// the first token (every head's rows start a 2 MiB page), where with
     /// 4 KiB pages it grows as positions fill, so it pays when the session
     /// is sized to what it will hold, as `inferno bench` and `inferno
-    /// generate` size theirs. Off by default.
+    /// generate` size theirs. Its pages are touched when the session is
+    /// made, so the first prefill does not pay their faults. Off by
+    /// default.
     pub huge_pages: bool,
 }
 
