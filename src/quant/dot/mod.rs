@@ -3131,7 +3131,8 @@ mod q4_0_pair_edges {
     ];
 
     /// Hostile operands: -128 activations, NaN/inf/subnormal f16 scales on
-    /// both sides, every nibble; 0..=9 blocks; bits equal to dot_q4_0.
+    /// both sides, every nibble; 0..=9 blocks; bits equal to dot_q4_0, for
+    /// the two-row form and the decode form (`dot_q4_0_paired`).
     #[cfg_attr(
         miri,
         ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
@@ -3198,6 +3199,10 @@ mod q4_0_pair_edges {
                     );
                     let avx2 = Kernel::Avx2.dispatch().unwrap().dot_q4_0(&w[r], x[i]);
                     assert!(same(want, avx2), "vnni vs avx2 nb {nb}: {want} vs {avx2}");
+                    // The decode form, whose pairs up to the row's last
+                    // but one or two come from one 64-byte load each.
+                    let paired = k.dot_q4_0_paired(&w[r], Some(p[i]), x[i]);
+                    assert!(same(paired, want), "paired nb {nb}: {paired} vs {want}");
                 }
             }
         }
