@@ -916,12 +916,13 @@ impl Dispatch {
 
     /// [`Dispatch::dot_q6_k`], bit for bit, for activation blocks whose
     /// `bsums` hold the sums of their values, as every block this crate
-    /// quantizes does (a [`QuantizedVector`](crate::quant::QuantizedVector)'s
-    /// are): the x86 kernels take the levels' offset of 32 off once per
-    /// block from those sums, half the multiplies of `dot_q6_k`, which
-    /// cannot trust the sums of blocks it is handed. On an AMD EPYC (Zen 4)
-    /// VM, the Q6_K decode products with weights in L2 (`STREAM_KB=256
-    /// cargo bench --bench stream`) went from 24.4 to 28.8 GB/s.
+    /// quantizes does (a [`QuantizedVector`]'s are): the x86 kernels take
+    /// the levels' offset of 32 off once per block from those sums, half
+    /// the multiplies of `dot_q6_k`, which cannot trust the sums of blocks
+    /// it is handed. On an AMD EPYC (Zen 4) VM, the Q6_K decode products
+    /// with weights in L2 (`STREAM_KB=256 cargo bench --bench stream`) went
+    /// from 24.4 to 26.5-26.7 GB/s (28.4 with the kernels' four-block
+    /// horizontal sums).
     #[inline]
     pub(crate) fn dot_q6_k_summed(self, w: &[BlockQ6K], x: &[BlockQ8K]) -> f32 {
         match self {
