@@ -29,9 +29,9 @@ pub(crate) const PREFETCH_AHEAD: usize = 8192;
 /// How far ahead the decode products ask for their weights where they ask
 /// for them in L2 ([`weights_to_l2`]): a whole row at a time, before the
 /// row is computed. On an AMD EPYC (Zen 4) VM, Q8_0's decode products on
-/// one thread (`inferno bench --kernels --model`, two alternated runs of
-/// each distance): 4 KiB 17.9-18.2 GB/s, 8 KiB 21.3-22.0, 16 KiB 23.0-23.2,
-/// 32 KiB 22.4-23.7.
+/// one thread (`inferno bench --kernels --model`, two or more alternated
+/// runs of each distance): 4 KiB 17.9-18.2 GB/s, 8 KiB 21.3-22.6, 16 KiB
+/// 22.9-23.7, 32 KiB 22.4-23.7.
 pub(crate) const PREFETCH_AHEAD_L2: usize = 16384;
 
 /// Whether the decode products ask for their weights in L2
@@ -44,8 +44,8 @@ pub(crate) const PREFETCH_AHEAD_L2: usize = 16384;
 /// Q8_0's, on one thread (`inferno bench --kernels --model`, two
 /// alternated runs), read 15.3-15.5 GB/s with the L1 hints a block at a
 /// time, 14.5-14.6 with them a row at a time, 19.3-20.2 with no software
-/// prefetch, and 21.8-22.6 with the L2 hint a row at a time at the same 8
-/// KiB (23.0-23.7 at [`PREFETCH_AHEAD_L2`]); the L2 hint a block at a time
+/// prefetch, and 21.3-22.6 with the L2 hint a row at a time at the same 8
+/// KiB (22.9-23.7 at [`PREFETCH_AHEAD_L2`]); the L2 hint a block at a time
 /// read 10. The eight-row K-quant kernels, whose rows the hardware
 /// prefetchers do not follow, measured the same way: 7-9 GB/s with L1
 /// hints, 15-18 with L2 ones (`avx512vnni::dot_q4_k_rows8`). Zen 5 and
@@ -178,9 +178,9 @@ macro_rules! q8_kernels {
                 });
                 return;
             }
-            let row_bytes = nb * core::mem::size_of::<BlockQ8_0>();
             let mut ahead = super::PREFETCH_AHEAD_L2;
             crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
+                let row_bytes = core::mem::size_of_val(row);
                 let mut line = 0;
                 while line < row_bytes {
                     crate::unsafe_core::prefetch::prefetch_read_l2(w, ahead + line);
