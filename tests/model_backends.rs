@@ -89,7 +89,7 @@ fn simd_parallel_and_pool_are_byte_identical_at_every_thread_count() {
                 for prefill in [false, true] {
                     assert!(
                         run(&model, &b, kv, prefill) == want,
-                        "{name} x{threads} (prefill {prefill}, {kv}) differs from simd"
+                        "{name} x{threads} (prefill {prefill:?}, {kv}) differs from simd"
                     );
                 }
             }
@@ -100,7 +100,11 @@ fn simd_parallel_and_pool_are_byte_identical_at_every_thread_count() {
 /// Past 256 positions attention splits each head's positions into parts
 /// that run as separate tasks and merge in a fixed order: every backend
 /// and thread count, decode and prefill (in chunks that cross the part
-/// boundary), still gives the same bytes, for both cache types.
+/// boundary), still gives the same bytes, for both cache types. A prefill
+/// that starts at an odd position (after one decoded token) is checked
+/// too: a prefill attends two tokens at a time, and from an odd start the
+/// boundary falls between the two tokens of a pair (the first sees 256
+/// positions, the second a part more).
 #[test]
 fn long_contexts_split_by_position_are_byte_identical_everywhere() {
     let bytes = model_bytes(&SynthConfig::tiny(), 11).unwrap();
@@ -108,7 +112,8 @@ fn long_contexts_split_by_position_are_byte_identical_everywhere() {
     let model = Qwen3::load(&gguf).unwrap();
     let vocab = model.config.vocab as u32;
     let prompt: Vec<u32> = (0..264u32).map(|i| (i * 7919 + 13) % vocab).collect();
-    let run = |b: &AnyBackend, kv, prefill: bool| {
+    // `prefill`: how many tokens are decoded before the rest is prefilled.
+    let run = |b: &AnyBackend, kv, prefill: Option<usize>| {
         let opts = SessionOptions {
             max_positions: 272,
             kv,
@@ -116,8 +121,12 @@ fn long_contexts_split_by_position_are_byte_identical_everywhere() {
         };
         let mut s = Session::new(&model, b, opts).unwrap();
         let mut out = Vec::new();
-        if prefill {
-            out.extend(s.prefill_all(&prompt).unwrap().iter().map(|v| v.to_bits()));
+        if let Some(first) = prefill {
+            for &t in &prompt[..first] {
+                out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+            }
+            let rest = s.prefill_all(&prompt[first..]).unwrap();
+            out.extend(rest.iter().map(|v| v.to_bits()));
         } else {
             for &t in &prompt {
                 out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
@@ -132,17 +141,19 @@ fn long_contexts_split_by_position_are_byte_identical_everywhere() {
         out
     };
     for kv in [KvDtype::F16, KvDtype::F32] {
-        let want = run(&AnyBackend::new("simd", 1).unwrap(), kv, false);
-        assert!(
-            run(&AnyBackend::new("simd", 1).unwrap(), kv, true) == want,
-            "simd prefill ({kv}) differs from decode"
-        );
+        let want = run(&AnyBackend::new("simd", 1).unwrap(), kv, None);
+        for first in [0, 1] {
+            assert!(
+                run(&AnyBackend::new("simd", 1).unwrap(), kv, Some(first)) == want,
+                "simd prefill after {first} decoded ({kv}) differs from decode"
+            );
+        }
         for (name, threads) in [("pool", 1), ("pool", 2), ("pool", 5), ("parallel", 3)] {
             let b = AnyBackend::new(name, threads).unwrap();
-            for prefill in [false, true] {
+            for prefill in [None, Some(0), Some(1)] {
                 assert!(
                     run(&b, kv, prefill) == want,
-                    "{name} x{threads} (prefill {prefill}, {kv}) differs from simd"
+                    "{name} x{threads} (prefill {prefill:?}, {kv}) differs from simd"
                 );
             }
         }

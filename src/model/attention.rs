@@ -221,6 +221,142 @@ pub(crate) fn attend_part(
     }
 }
 
+/// [`attend_part`] for two tokens of a prefill at once: the group's
+/// queries `q[i]` of token `i` over the positions `ranges[i]` into
+/// `p[i]`, where both ranges start at the same position and the first is
+/// no longer than the second (the same part of two consecutive tokens).
+/// Each token gets [`attend_part`]'s bits.
+///
+/// With an `f16` cache and an even group, the query heads go four at a
+/// time (two heads of each token) through `scores_f16_x4` and
+/// `weighted_sum_f16_x4`, each key and value row read and widened once
+/// for both tokens: each query's scores and sums are what the pair
+/// kernels give it, and the first token's scores of the rows past its
+/// range (rows of the second token, already cached) are computed and
+/// left unread. Otherwise the tokens go one after the other.
+///
+/// # Panics
+///
+/// As [`attend_part`], or if the ranges do not start together or the
+/// first is the longer.
+pub(crate) fn attend_part_pair(
+    job: &HeadJob<'_>,
+    kv: usize,
+    q: [&[f32]; 2],
+    ranges: [Range<usize>; 2],
+    scores: [&mut Scores; 2],
+    p: [&mut Partial; 2],
+) {
+    let hd = job.head_dim;
+    let [r0, r1] = ranges;
+    let [s0, s1] = scores;
+    let [p0, p1] = p;
+    let group = q[0].len() / hd.max(1);
+    let (KvRows::F16(k), KvRows::F16(v)) = (job.k, job.v) else {
+        attend_part(job, kv, q[0], r0, s0, p0);
+        attend_part(job, kv, q[1], r1, s1, p1);
+        return;
+    };
+    if !group.is_multiple_of(2) || hd == 0 {
+        attend_part(job, kv, q[0], r0, s0, p0);
+        attend_part(job, kv, q[1], r1, s1, p1);
+        return;
+    }
+    let (n0, n1) = (r0.len(), r1.len());
+    assert!(
+        r0.start == r1.start && 0 < n0 && n0 <= n1 && n1 <= PART,
+        "attention pair of parts {r0:?} and {r1:?}"
+    );
+    let start = kv * job.head_stride + r1.start * hd;
+    // The cache is read in place, as in `attend_part`.
+    let keys = &k[start..start + n1 * hd];
+    fn heads(q: &[f32], hd: usize) -> impl Iterator<Item = (&[f32], &[f32])> {
+        q.chunks_exact(2 * hd).map(move |pair| pair.split_at(hd))
+    }
+    // Head `h`'s first `n` scores.
+    fn weights(s: &[f32], h: usize, n: usize) -> &[f32] {
+        &s[h * PART..][..n]
+    }
+    let (sa, sb) = (&mut s0.0, &mut s1.0);
+    for (h, ((a0, a1), (b0, b1))) in heads(q[0], hd).zip(heads(q[1], hd)).enumerate() {
+        let (sa0, sa1) = sa[2 * h * PART..(2 * h + 2) * PART].split_at_mut(PART);
+        let (sb0, sb1) = sb[2 * h * PART..(2 * h + 2) * PART].split_at_mut(PART);
+        let out = [
+            &mut sa0[..n1],
+            &mut sa1[..n1],
+            &mut sb0[..n1],
+            &mut sb1[..n1],
+        ];
+        job.dot
+            .scores_f16_x4([a0, a1, b0, b1], keys, job.scale, out);
+    }
+    for (s, p, n) in [(&mut *sa, &mut *p0, n0), (&mut *sb, &mut *p1, n1)] {
+        for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
+            let sh = &mut sh[..n];
+            (p.max[h], p.sum[h]) = job.dot.softmax(sh);
+            if job.round {
+                round_f16(sh);
+            }
+        }
+    }
+    for (h, (oa, ob)) in p0
+        .out
+        .chunks_exact_mut(2 * hd)
+        .zip(p1.out.chunks_exact_mut(2 * hd))
+        .enumerate()
+    {
+        let (oa0, oa1) = oa.split_at_mut(hd);
+        let (ob0, ob1) = ob.split_at_mut(hd);
+        let ps = [
+            weights(sa, 2 * h, n0),
+            weights(sa, 2 * h + 1, n0),
+            weights(sb, 2 * h, n1),
+            weights(sb, 2 * h + 1, n1),
+        ];
+        job.dot
+            .weighted_sum_f16_x4([oa0, oa1, ob0, ob1], ps, &v[start..], hd);
+    }
+}
+
+/// [`attend`] for two consecutive tokens of a prefill, the first seeing
+/// `n_pos` positions and the second `n_pos + 1`: the parts both have go
+/// through [`attend_part_pair`], the second token's last part, if it has
+/// one more, through [`attend_part`]; each token's parts are merged in
+/// order into `out[i]`. Each token gets [`attend`]'s bits.
+pub(crate) fn attend_pair(
+    job: &HeadJob<'_>,
+    kv: usize,
+    q: [&[f32]; 2],
+    n_pos: usize,
+    scores: [&mut Scores; 2],
+    parts: [&mut [Partial]; 2],
+    out: [&mut [f32]; 2],
+) {
+    let n = [n_pos, n_pos + 1];
+    let np = n.map(self::parts);
+    let [s0, s1] = scores;
+    let [pa, pb] = parts;
+    for c in 0..np[1] {
+        let r1 = part_range(c, n[1]);
+        if c < np[0] {
+            let r0 = part_range(c, n[0]);
+            attend_part_pair(
+                job,
+                kv,
+                q,
+                [r0, r1],
+                [&mut *s0, &mut *s1],
+                [&mut pa[c], &mut pb[c]],
+            );
+        } else {
+            attend_part(job, kv, q[1], r1, s1, &mut pb[c]);
+        }
+    }
+    let [o0, o1] = out;
+    merge(pa[..np[0]].iter(), job.head_dim, o0);
+    merge(pb[..np[1]].iter(), job.head_dim, o1);
+}
+
 /// The output of a group of query heads (`out`, `group * head_dim`
 /// values) from its parts, in position order: the one part's output as it
 /// is, else each part's output weighted by `exp(max_c - max) * sum_c`

@@ -155,14 +155,17 @@ struct PartTask {
 }
 
 /// One attention task of many rows: one key/value head's attention for up
-/// to [`PREFILL_TILE`] tokens, each token's parts run in order.
+/// to [`PREFILL_TILE`] tokens, two tokens at a time
+/// ([`attention::attend_pair`]: each key and value row read once for
+/// both), each token's parts run in order.
 #[derive(Debug)]
 struct TileTask {
-    /// The current token's queries of the group.
+    /// The current two tokens' queries of the group, one after the other.
     q: Vec<f32>,
-    scores: Scores,
-    /// As many as the longest context has parts.
-    parts: Vec<Partial>,
+    /// Per token of the two.
+    scores: [Scores; 2],
+    /// Per token of the two, as many as the longest context has parts.
+    parts: [Vec<Partial>; 2],
     /// The tile's outputs, `group * head_dim` values per token.
     out: Vec<f32>,
 }
@@ -225,10 +228,11 @@ impl Rows {
             cos: vec![0.0; rows * (hd / 2)],
             sin: vec![0.0; rows * (hd / 2)],
             tiles: try_collect(tiles, || {
+                let parts = || try_collect(attention::parts(capacity), || Partial::new(g, hd));
                 Ok(TileTask {
-                    q: vec![0.0; g * hd],
-                    scores: Scores::new(g)?,
-                    parts: try_collect(attention::parts(capacity), || Partial::new(g, hd))?,
+                    q: vec![0.0; 2 * g * hd],
+                    scores: [Scores::new(g)?, Scores::new(g)?],
+                    parts: [parts()?, parts()?],
                     out: vec![0.0; PREFILL_TILE * g * hd],
                 })
             })?,
@@ -452,12 +456,28 @@ fn attend_rows<B: Backend>(
         let t = &mut task[0];
         let (g, first) = (i / tiles, first(i));
         let n = PREFILL_TILE.min(m - first);
-        for (j, o) in t.out[..n * gw].chunks_exact_mut(gw).enumerate() {
+        let [s0, s1] = &mut t.scores;
+        let [parts0, parts1] = &mut t.parts;
+        // Tokens `j` and `j + 1` together, a last odd one alone.
+        for (i, o) in t.out[..n * gw].chunks_mut(2 * gw).enumerate() {
+            let j = 2 * i;
             let at = (first + j) * qd + g * gw;
-            t.q.copy_from_slice(&q[at..at + gw]);
-            attention::prepare_queries(job, &mut t.q);
             let n_pos = p0 + first + j + 1;
-            attention::attend(job, g, &t.q, n_pos, &mut t.scores, &mut t.parts, o);
+            if o.len() == 2 * gw {
+                let (qa, qb) = t.q.split_at_mut(gw);
+                qa.copy_from_slice(&q[at..at + gw]);
+                qb.copy_from_slice(&q[at + qd..at + qd + gw]);
+                attention::prepare_queries(job, qa);
+                attention::prepare_queries(job, qb);
+                let (oa, ob) = o.split_at_mut(gw);
+                let (scores, parts) = ([&mut *s0, &mut *s1], [&mut parts0[..], &mut parts1[..]]);
+                attention::attend_pair(job, g, [qa, qb], n_pos, scores, parts, [oa, ob]);
+            } else {
+                let qa = &mut t.q[..gw];
+                qa.copy_from_slice(&q[at..at + gw]);
+                attention::prepare_queries(job, qa);
+                attention::attend(job, g, qa, n_pos, s0, parts0, o);
+            }
         }
     });
     for (i, t) in tasks.iter().enumerate() {

@@ -362,6 +362,34 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn scores_f16_x4(
+            self,
+            q: [&[f32]; 4],
+            k: &[f16],
+            scale: f32,
+            out: [&mut [f32]; 4],
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::four_query_attention_kernels_are_two_pairs
+            unsafe { avx512vnni::scores_f16_x4(q, k, scale, out) }
+        }
+
+        #[inline]
+        pub(crate) fn weighted_sum_f16_x4(
+            self,
+            out: [&mut [f32]; 4],
+            ps: [&[f32]; 4],
+            v: &[f16],
+            stride: usize,
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::four_query_attention_kernels_are_two_pairs
+            unsafe { avx512vnni::weighted_sum_f16_x4(out, ps, v, stride) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q8(self, w: &[BlockQ8_0], x: &[ActBlock]) -> f32 {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature `dot_q8` enables. Checked by:

@@ -1179,6 +1179,29 @@ impl Dispatch {
         }
     }
 
+    /// [`scores_f16_x2`](Self::scores_f16_x2) of four queries against the
+    /// same key rows: each query's scores bit for bit what
+    /// `scores_f16_x2` gives it (as the first or the second of a pair).
+    /// The AVX-512 kernel reads and widens each key row once for all four
+    /// (two tokens of a prefill, two query heads each); the others run
+    /// two pairs.
+    ///
+    /// # Panics
+    ///
+    /// As [`scores_f16_x2`](Self::scores_f16_x2).
+    #[inline]
+    pub(crate) fn scores_f16_x4(self, q: [&[f32]; 4], k: &[f16], scale: f32, out: [&mut [f32]; 4]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(t) = self {
+            if !q[0].is_empty() && q[0].len().is_multiple_of(32) {
+                return t.scores_f16_x4(q, k, scale, out);
+            }
+        }
+        let [o0, o1, o2, o3] = out;
+        self.scores_f16_x2([q[0], q[1]], k, scale, [o0, o1]);
+        self.scores_f16_x2([q[2], q[3]], k, scale, [o2, o3]);
+    }
+
     /// In-place softmax of `x` with its largest value and normalizer
     /// (`model::ops::softmax`), the same bits from every kernel: the x86
     /// ones run the portable code compiled for their vector width.
@@ -1216,6 +1239,48 @@ impl Dispatch {
                 let [o0, o1] = out;
                 self.weighted_sum_f16(o0, ps[0], v, stride);
                 self.weighted_sum_f16(o1, ps[1], v, stride);
+            }
+        }
+    }
+
+    /// `weighted_sum_f16` of four weight vectors, each of its own length
+    /// (`out[h]` over the first `ps[h].len()` rows), over the same rows,
+    /// bit for bit. The AVX-512 kernel widens each row once for all the
+    /// outputs that reach it; the others run pairs of equal length with
+    /// [`weighted_sum_f16_x2`](Self::weighted_sum_f16_x2), single ones
+    /// otherwise.
+    ///
+    /// # Panics
+    ///
+    /// If the outputs differ in length, or a row runs past the end of `v`.
+    #[inline]
+    pub(crate) fn weighted_sum_f16_x4(
+        self,
+        out: [&mut [f32]; 4],
+        ps: [&[f32]; 4],
+        v: &[f16],
+        stride: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(t) = self {
+            return t.weighted_sum_f16_x4(out, ps, v, stride);
+        }
+        let hd = out[0].len();
+        assert!(
+            out.iter().all(|o| o.len() == hd),
+            "weighted_sum_f16: shapes differ"
+        );
+        let [o0, o1, o2, o3] = out;
+        for (pair, p) in [[o0, o1], [o2, o3]]
+            .into_iter()
+            .zip([[ps[0], ps[1]], [ps[2], ps[3]]])
+        {
+            if p[0].len() == p[1].len() {
+                self.weighted_sum_f16_x2(pair, p, v, stride);
+            } else {
+                let [a, b] = pair;
+                self.weighted_sum_f16(a, p[0], v, stride);
+                self.weighted_sum_f16(b, p[1], v, stride);
             }
         }
     }
@@ -1943,6 +2008,80 @@ mod tests {
                 k.weighted_sum_f16_x2([&mut g0, &mut g1], [&ps, &ps2], &v, stride);
                 for ((a, b), (c, d)) in g0.iter().zip(&want).zip(g1.iter().zip(&want2)) {
                     prop_assert!(same(a, b) && same(c, d), "{:?}: x2 differs", kernel);
+                }
+            });
+        }
+    }
+
+    /// The four-query attention kernels give each query what the pair
+    /// kernels give it: `scores_f16_x4` the bits of two `scores_f16_x2`
+    /// calls, and `weighted_sum_f16_x4` (weights of four lengths, from no
+    /// row to all of them) the bits of `weighted_sum_f16` per output, over
+    /// head widths with and without a remainder of 32 or 64, strides wider
+    /// than a row, and `f16` values across the whole range (a NaN matches
+    /// any NaN).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn four_query_attention_kernels_are_two_pairs() {
+        use proptest::prelude::*;
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let scores = (
+            prop::sample::select(vec![8usize, 32, 40, 64, 96, 128, 160]),
+            0usize..40,
+        )
+            .prop_flat_map(|(hd, n)| {
+                let vals = prop::collection::vec(-8.0f32..8.0, n * hd);
+                let q = prop::collection::vec(-2.0f32..2.0, 4 * hd);
+                (Just(hd), Just(n), vals, q)
+            });
+        let weighted = (0usize..170, 0usize..12, 0usize..20).prop_flat_map(|(hd, n, extra)| {
+            let stride = hd + extra;
+            (
+                prop::collection::vec(
+                    any::<u16>().prop_map(f16::from_bits),
+                    n.saturating_sub(1) * stride + hd,
+                ),
+                prop::collection::vec(-2.0f32..2.0, n),
+                prop::array::uniform4(0..=n),
+                Just((hd, stride)),
+            )
+        });
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|((hd, n, vals, q) in scores.clone())| {
+                let k: Vec<f16> = vals.iter().map(|&v| f16::from_f32(v)).collect();
+                let qs: Vec<&[f32]> = q.chunks_exact(hd).collect();
+                let mut got = vec![vec![0.0f32; n]; 4];
+                let [a, b, c, e] = &mut got[..] else { unreachable!() };
+                d.scores_f16_x4([qs[0], qs[1], qs[2], qs[3]], &k, 0.125, [a, b, c, e]);
+                let mut want = vec![vec![0.0f32; n]; 4];
+                let [a, b, c, e] = &mut want[..] else { unreachable!() };
+                d.scores_f16_x2([qs[0], qs[1]], &k, 0.125, [a, b]);
+                d.scores_f16_x2([qs[2], qs[3]], &k, 0.125, [c, e]);
+                for h in 0..4 {
+                    for t in 0..n {
+                        prop_assert!(same(got[h][t], want[h][t]), "{:?} hd {} query {} row {}", kernel, hd, h, t);
+                    }
+                }
+            });
+            proptest!(|((v, ps, lens, (hd, stride)) in weighted.clone())| {
+                // Each output's own weights: the shared ones scaled, over
+                // its own number of rows.
+                let ws: Vec<Vec<f32>> = (0..4)
+                    .map(|h| ps[..lens[h]].iter().map(|p| p * (h as f32 + 1.0)).collect())
+                    .collect();
+                let mut got = vec![vec![5.0f32; hd]; 4];
+                let [a, b, c, e] = &mut got[..] else { unreachable!() };
+                d.weighted_sum_f16_x4([a, b, c, e], [&ws[0], &ws[1], &ws[2], &ws[3]], &v, stride);
+                for (h, w) in ws.iter().enumerate() {
+                    let mut want = vec![-3.0f32; hd];
+                    d.weighted_sum_f16(&mut want, w, &v, stride);
+                    for (i, (&g, &x)) in got[h].iter().zip(&want).enumerate() {
+                        prop_assert!(same(g, x), "{:?} output {} of {} rows, value {}: {} vs {}", kernel, h, lens[h], i, g, x);
+                    }
                 }
             });
         }

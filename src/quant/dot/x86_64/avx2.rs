@@ -283,9 +283,25 @@ pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f
 ///
 /// If a check fails.
 pub(super) fn score_chunks(q: [&[f32]; 2], k_len: usize, out: [usize; 2]) -> [&[[f32; 32]]; 2] {
+    score_chunks_n(q, k_len, out)
+}
+
+/// [`score_chunks`] for any number of queries.
+///
+/// # Panics
+///
+/// If a check fails.
+pub(super) fn score_chunks_n<const Q: usize>(
+    q: [&[f32]; Q],
+    k_len: usize,
+    out: [usize; Q],
+) -> [&[[f32; 32]]; Q] {
     let (hd, n) = (q[0].len(), out[0]);
     assert!(
-        hd > 0 && hd.is_multiple_of(32) && q[1].len() == hd && out[1] == n,
+        hd > 0
+            && hd.is_multiple_of(32)
+            && q.iter().all(|qi| qi.len() == hd)
+            && out.iter().all(|&o| o == n),
         "scores_f16_x2: shapes differ"
     );
     assert!(

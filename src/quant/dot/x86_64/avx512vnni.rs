@@ -404,18 +404,39 @@ pub(crate) fn dot_f16_x2(x: [&[f32]; 2], k: &[f16]) -> [f32; 2] {
 /// outputs differ in length, or `k` holds fewer rows than asked for.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f32]; 2]) {
-    let [o0, o1] = out;
-    let n = o0.len();
-    let [q0, q1] = super::avx2::score_chunks(q, k.len(), [n, o1.len()]);
+    scores_f16_n(q, k, scale, out);
+}
+
+/// [`scores_f16_x2`] of four queries (two tokens' two query heads of one
+/// key/value head, in a prefill) against the same key rows: each query's
+/// scores bit for bit what [`scores_f16_x2`] gives it, each key row read
+/// and widened once for all four instead of once per pair. (The same
+/// code, for four queries instead of two: a query's operations do not
+/// depend on the others.)
+///
+/// # Panics
+///
+/// As [`scores_f16_x2`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn scores_f16_x4(q: [&[f32]; 4], k: &[f16], scale: f32, out: [&mut [f32]; 4]) {
+    scores_f16_n(q, k, scale, out);
+}
+
+/// [`scores_f16_x2`] for `Q` queries.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn scores_f16_n<const Q: usize>(q: [&[f32]; Q], k: &[f16], scale: f32, mut out: [&mut [f32]; Q]) {
+    let n = out[0].len();
+    let q = super::avx2::score_chunks_n(q, k.len(), out.each_ref().map(|o| o.len()));
     let sc = _mm512_set1_ps(scale);
     let mut t = 0;
     while t < n {
         let m = (n - t).min(16);
-        let quad = |at| scores_quad(k, [q0, q1], at, t + m);
+        let quad = |at| scores_quad(k, q, at, t + m);
         let (u0, u1) = (quad(t), quad(t + 4));
-        let low = [0, 1].map(|h| fold_lanes(u0[h], u1[h]));
+        let low: [__m512; Q] = core::array::from_fn(|h| fold_lanes(u0[h], u1[h]));
         let (u2, u3) = (quad(t + 8), quad(t + 12));
-        for (h, o) in [&mut *o0, &mut *o1].into_iter().enumerate() {
+        for (h, o) in out.iter_mut().enumerate() {
             let s = fold_lanes(low[h], fold_lanes(u2[h], u3[h]));
             let vals: [f32; 16] = bytemuck::cast(_mm512_mul_ps(s, sc));
             o[t..t + m].copy_from_slice(&vals[..m]);
@@ -429,39 +450,45 @@ pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f
 /// positions' partial sums to a 128-bit lane.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m512; 2] {
+fn scores_quad<const Q: usize>(
+    k: &[f16],
+    q: [&[[f32; 32]]; Q],
+    at: usize,
+    end: usize,
+) -> [__m512; Q] {
     let zero = _mm512_setzero_ps();
-    let mut r = [[zero; 2]; 4];
+    let mut r = [[zero; Q]; 4];
     for (i, ri) in r.iter_mut().enumerate() {
         if at + i < end {
             *ri = row_dots(k, q, at + i);
         }
     }
-    [0, 1].map(|h| fold_quads(fold_pairs(r[0][h], r[1][h]), fold_pairs(r[2][h], r[3][h])))
+    core::array::from_fn(|h| fold_quads(fold_pairs(r[0][h], r[1][h]), fold_pairs(r[2][h], r[3][h])))
 }
 
-/// Key row `at` of `k` against both queries: per query, the sixteen lane
+/// Key row `at` of `k` against every query: per query, the sixteen lane
 /// sums (two accumulators, over the first and the second sixteen values
-/// of each chunk of 32, then added). Asks for the row
+/// of each chunk of 32, then added), the row widened once for all of
+/// them. Asks for the row
 /// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn row_dots(k: &[f16], q: [&[[f32; 32]]; 2], at: usize) -> [__m512; 2] {
+fn row_dots<const Q: usize>(k: &[f16], q: [&[[f32; 32]]; Q], at: usize) -> [__m512; Q] {
     let hd = q[0].len() * 32;
     let (kc, _) = super::avx2::key_row(k, hd, at).as_chunks::<32>();
     let zero = _mm512_setzero_ps();
-    let mut a = [[zero; 2]; 2];
-    for ((kc, x0), x1) in kc.iter().zip(q[0]).zip(q[1]) {
+    let mut a = [[zero; 2]; Q];
+    for (c, kc) in kc.iter().enumerate() {
         let kv: [__m256i; 2] = bytemuck::cast(*kc);
-        let x0: [__m512; 2] = bytemuck::cast(*x0);
-        let x1: [__m512; 2] = bytemuck::cast(*x1);
         for i in 0..2 {
             let w = _mm512_cvtph_ps(kv[i]);
-            a[0][i] = _mm512_fmadd_ps(x0[i], w, a[0][i]);
-            a[1][i] = _mm512_fmadd_ps(x1[i], w, a[1][i]);
+            for (ah, qh) in a.iter_mut().zip(q) {
+                let x: [__m512; 2] = bytemuck::cast(qh[c]);
+                ah[i] = _mm512_fmadd_ps(x[i], w, ah[i]);
+            }
         }
     }
-    [0, 1].map(|h| _mm512_add_ps(a[h][0], a[h][1]))
+    core::array::from_fn(|h| _mm512_add_ps(a[h][0], a[h][1]))
 }
 
 /// Two rows' registers folded into one: per 128-bit lane `[a0 + a2,
@@ -531,38 +558,82 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         "weighted_sum_f16: shapes differ"
     );
     super::avx2::check_rows(n, stride, hd, v.len());
+    let mut out = [o0, o1];
     let mut at = 0;
     while at + 128 <= hd {
-        weighted_pass_x2::<8>([o0, o1], ps, v, stride, at);
+        weighted_pass::<2, 8>(&mut out, ps, v, stride, at);
         at += 128;
     }
     while at + 64 <= hd {
-        weighted_pass_x2::<4>([o0, o1], ps, v, stride, at);
+        weighted_pass::<2, 4>(&mut out, ps, v, stride, at);
         at += 64;
     }
     if at + 32 <= hd {
-        weighted_pass_x2::<2>([o0, o1], ps, v, stride, at);
+        weighted_pass::<2, 2>(&mut out, ps, v, stride, at);
         at += 32;
     }
-    super::avx2::weighted_tail_f16_x2([o0, o1], ps, v, stride, at);
+    super::avx2::weighted_tail_f16_x2(out, ps, v, stride, at);
 }
 
-/// One pass of [`weighted_sum_f16_x2`] over the rows: output values
-/// `at..at + 16 * N` of both outputs, prefetching the rows
+/// [`weighted_sum_f16_x2`] for four outputs (two tokens' two query heads
+/// of one key/value head, in a prefill), each with its own weights, of
+/// any lengths: `out[h] = sum_t ps[h][t] * row_t` over the first
+/// `ps[h].len()` rows, bit for bit what `weighted_sum_f16` writes. Each
+/// row is widened once for all the outputs that reach it. The sums stay
+/// in registers, 64 values of each output per pass over the rows (sixteen
+/// registers), 32 for what is left; the values past the whole chunks of
+/// 32 go to the AVX2 kernel's own tail.
+///
+/// # Panics
+///
+/// If the outputs differ in length, or a row runs past the end of `v`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn weighted_sum_f16_x4(
+    mut out: [&mut [f32]; 4],
+    ps: [&[f32]; 4],
+    v: &[f16],
+    stride: usize,
+) {
+    let hd = out[0].len();
+    assert!(
+        out.iter().all(|o| o.len() == hd),
+        "weighted_sum_f16: shapes differ"
+    );
+    let n = ps.iter().map(|p| p.len()).max().unwrap_or(0);
+    super::avx2::check_rows(n, stride, hd, v.len());
+    let mut at = 0;
+    while at + 64 <= hd {
+        weighted_pass::<4, 4>(&mut out, ps, v, stride, at);
+        at += 64;
+    }
+    if at + 32 <= hd {
+        weighted_pass::<4, 2>(&mut out, ps, v, stride, at);
+        at += 32;
+    }
+    let [o0, o1, o2, o3] = out;
+    super::avx2::weighted_tail_f16_x2([o0, o1], [ps[0], ps[1]], v, stride, at);
+    super::avx2::weighted_tail_f16_x2([o2, o3], [ps[2], ps[3]], v, stride, at);
+}
+
+/// One pass of the weighted sums over the rows: values `at..at + 16 * N`
+/// of each of the `Q` outputs, output `h` over its first `ps[h].len()`
+/// rows, prefetching the rows
 /// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on when it
-/// is the first pass.
+/// is the first pass. Every lane is `acc + p * v` (a multiply, then an
+/// add) row after row from zero, whatever `Q` and `N` are.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn weighted_pass_x2<const N: usize>(
-    out: [&mut [f32]; 2],
-    ps: [&[f32]; 2],
+fn weighted_pass<const Q: usize, const N: usize>(
+    out: &mut [&mut [f32]; Q],
+    ps: [&[f32]; Q],
     v: &[f16],
     stride: usize,
     at: usize,
 ) {
     let hd = out[0].len();
-    let mut acc = [[_mm512_setzero_ps(); N]; 2];
-    for (t, (&pa, &pb)) in ps[0].iter().zip(ps[1]).enumerate() {
+    let n = ps.iter().map(|p| p.len()).max().unwrap_or(0);
+    let mut acc = [[_mm512_setzero_ps(); N]; Q];
+    for t in 0..n {
         let row = t * stride + at;
         if at == 0 {
             // The row `KV_PREFETCH_ROWS` on (a hint).
@@ -571,17 +642,22 @@ fn weighted_pass_x2<const N: usize>(
                 crate::unsafe_core::prefetch::prefetch_read(v, ahead + line);
             }
         }
-        let (p0, p1) = (_mm512_set1_ps(pa), _mm512_set1_ps(pb));
-        for i in 0..N {
+        let x: [__m512; N] = core::array::from_fn(|i| {
             let chunk: &[f16; 16] = v[row + 16 * i..row + 16 * i + 16]
                 .try_into()
                 .expect("16 values");
-            let x = _mm512_cvtph_ps(bytemuck::cast(*chunk));
-            acc[0][i] = _mm512_add_ps(acc[0][i], _mm512_mul_ps(p0, x));
-            acc[1][i] = _mm512_add_ps(acc[1][i], _mm512_mul_ps(p1, x));
+            _mm512_cvtph_ps(bytemuck::cast(*chunk))
+        });
+        for (ah, p) in acc.iter_mut().zip(ps) {
+            if let Some(&w) = p.get(t) {
+                let w = _mm512_set1_ps(w);
+                for (a, &xi) in ah.iter_mut().zip(&x) {
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(w, xi));
+                }
+            }
         }
     }
-    for (o, a) in out.into_iter().zip(acc) {
+    for (o, a) in out.iter_mut().zip(acc) {
         for (i, ai) in a.into_iter().enumerate() {
             let vals: [f32; 16] = bytemuck::cast(ai);
             o[at + 16 * i..at + 16 * i + 16].copy_from_slice(&vals);
