@@ -550,47 +550,41 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
 /// end of `v`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f16], stride: usize) {
-    let [o0, o1] = out;
-    let hd = o0.len();
-    let n = ps[0].len();
     assert!(
-        o1.len() == hd && ps[1].len() == n,
+        ps[1].len() == ps[0].len(),
         "weighted_sum_f16: shapes differ"
     );
-    super::avx2::check_rows(n, stride, hd, v.len());
-    let mut out = [o0, o1];
-    let mut at = 0;
-    while at + 128 <= hd {
-        weighted_pass::<2, 8>(&mut out, ps, v, stride, at);
-        at += 128;
-    }
-    while at + 64 <= hd {
-        weighted_pass::<2, 4>(&mut out, ps, v, stride, at);
-        at += 64;
-    }
-    if at + 32 <= hd {
-        weighted_pass::<2, 2>(&mut out, ps, v, stride, at);
-        at += 32;
-    }
-    super::avx2::weighted_tail_f16_x2(out, ps, v, stride, at);
+    weighted_sum_n(out, ps, v, stride);
 }
 
 /// [`weighted_sum_f16_x2`] for four outputs (two tokens' two query heads
 /// of one key/value head, in a prefill), each with its own weights, of
 /// any lengths: `out[h] = sum_t ps[h][t] * row_t` over the first
 /// `ps[h].len()` rows, bit for bit what `weighted_sum_f16` writes. Each
-/// row is widened once for all the outputs that reach it. The sums stay
-/// in registers, 64 values of each output per pass over the rows (sixteen
-/// registers), 32 for what is left; the values past the whole chunks of
-/// 32 go to the AVX2 kernel's own tail.
+/// row is widened once for all the outputs that reach it.
 ///
 /// # Panics
 ///
 /// If the outputs differ in length, or a row runs past the end of `v`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(crate) fn weighted_sum_f16_x4(
-    mut out: [&mut [f32]; 4],
-    ps: [&[f32]; 4],
+pub(crate) fn weighted_sum_f16_x4(out: [&mut [f32]; 4], ps: [&[f32]; 4], v: &[f16], stride: usize) {
+    weighted_sum_n(out, ps, v, stride);
+}
+
+/// The weighted sums of `Q` outputs (two or four), output `h` over the
+/// first `ps[h].len()` rows. The sums stay in sixteen registers: 128
+/// values of each of two outputs per pass over the rows, 64 of four, then
+/// 32 for what is left; the values past the whole chunks of 32 go to the
+/// AVX2 kernel's own tail.
+///
+/// # Panics
+///
+/// If the outputs differ in length, or a row runs past the end of `v`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn weighted_sum_n<const Q: usize>(
+    mut out: [&mut [f32]; Q],
+    ps: [&[f32]; Q],
     v: &[f16],
     stride: usize,
 ) {
@@ -602,17 +596,24 @@ pub(crate) fn weighted_sum_f16_x4(
     let n = ps.iter().map(|p| p.len()).max().unwrap_or(0);
     super::avx2::check_rows(n, stride, hd, v.len());
     let mut at = 0;
+    if Q <= 2 {
+        while at + 128 <= hd {
+            weighted_pass::<Q, 8>(&mut out, ps, v, stride, at);
+            at += 128;
+        }
+    }
     while at + 64 <= hd {
-        weighted_pass::<4, 4>(&mut out, ps, v, stride, at);
+        weighted_pass::<Q, 4>(&mut out, ps, v, stride, at);
         at += 64;
     }
     if at + 32 <= hd {
-        weighted_pass::<4, 2>(&mut out, ps, v, stride, at);
+        weighted_pass::<Q, 2>(&mut out, ps, v, stride, at);
         at += 32;
     }
-    let [o0, o1, o2, o3] = out;
-    super::avx2::weighted_tail_f16_x2([o0, o1], [ps[0], ps[1]], v, stride, at);
-    super::avx2::weighted_tail_f16_x2([o2, o3], [ps[2], ps[3]], v, stride, at);
+    let mut rest = out.into_iter().zip(ps);
+    while let (Some((o0, p0)), Some((o1, p1))) = (rest.next(), rest.next()) {
+        super::avx2::weighted_tail_f16_x2([o0, o1], [p0, p1], v, stride, at);
+    }
 }
 
 /// One pass of the weighted sums over the rows: values `at..at + 16 * N`
