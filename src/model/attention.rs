@@ -251,6 +251,11 @@ pub(crate) fn attend_part_pair(
     let [r0, r1] = ranges;
     let [s0, s1] = scores;
     let [p0, p1] = p;
+    let (n0, n1) = (r0.len(), r1.len());
+    assert!(
+        r0.start == r1.start && 0 < n0 && n0 <= n1 && n1 <= PART,
+        "attention pair of parts {r0:?} and {r1:?}"
+    );
     let group = q[0].len() / hd.max(1);
     let (KvRows::F16(k), KvRows::F16(v)) = (job.k, job.v) else {
         attend_part(job, kv, q[0], r0, s0, p0);
@@ -262,11 +267,6 @@ pub(crate) fn attend_part_pair(
         attend_part(job, kv, q[1], r1, s1, p1);
         return;
     }
-    let (n0, n1) = (r0.len(), r1.len());
-    assert!(
-        r0.start == r1.start && 0 < n0 && n0 <= n1 && n1 <= PART,
-        "attention pair of parts {r0:?} and {r1:?}"
-    );
     let start = kv * job.head_stride + r1.start * hd;
     // The cache is read in place, as in `attend_part`.
     let keys = &k[start..start + n1 * hd];
@@ -593,6 +593,113 @@ mod tests {
             .map(|i| (PART..n).map(|t| v[t * 2 + i]).sum::<f32>() / 4.0)
             .collect();
         assert_eq!(out.to_vec(), want);
+    }
+
+    /// `attend_pair` gives each of its two tokens `attend`'s bits, on every
+    /// kernel: groups of one to five query heads, widths with and without
+    /// a remainder of 32, positions around the parts' boundaries (the
+    /// second token with one more part than the first), both cache types,
+    /// the cache cut right after the second token's row (as
+    /// `KvCache::layer` cuts it, so a read past it panics), scratch left
+    /// dirty, and in one pass of each setting some cached values replaced
+    /// by arbitrary `f16` bit patterns (infinities and NaN among them).
+    #[cfg_attr(miri, ignore = "thousands of attention calls: slow under Miri")]
+    #[test]
+    fn attend_pair_is_two_attends() {
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let bits = |x: &[f32]| -> Vec<u32> {
+            x.iter()
+                .map(|v| if v.is_nan() { 0x7fc0_0000 } else { v.to_bits() })
+                .collect()
+        };
+        for kernel in crate::quant::dot::Kernel::ALL {
+            let Some(dot) = kernel.dispatch() else {
+                continue;
+            };
+            for group in 1..=5usize {
+                for hd in [8usize, 32, 40, 128] {
+                    for n_pos in [1usize, 2, 15, 16, 17, 255, 256, 257, 511, 512] {
+                        for hostile in [false, true] {
+                            // Key/value head 1 of 2, each `n_pos + 1` rows.
+                            let stride = (n_pos + 1) * hd;
+                            let len = 2 * stride;
+                            let mut val = |scale: f32| {
+                                let u = (next() >> 40) as f32 / (1u64 << 24) as f32;
+                                (2.0 * u - 1.0) * scale
+                            };
+                            let k: Vec<f32> = (0..len).map(|_| val(8.0)).collect();
+                            let v: Vec<f32> = (0..len).map(|_| val(4.0)).collect();
+                            let q: Vec<f32> = (0..2 * group * hd).map(|_| val(8.0)).collect();
+                            let (mut k16, mut v16) = (to_f16(&k), to_f16(&v));
+                            if hostile {
+                                for x in k16.iter_mut().chain(v16.iter_mut()) {
+                                    if next() % 50 == 0 {
+                                        *x = f16::from_bits(next() as u16);
+                                    }
+                                }
+                            }
+                            for (kr, vr, round) in [
+                                (KvRows::F16(&k16), KvRows::F16(&v16), true),
+                                (KvRows::F32(&k), KvRows::F32(&v), false),
+                            ] {
+                                let job = HeadJob {
+                                    k: kr,
+                                    v: vr,
+                                    head_stride: stride,
+                                    head_dim: hd,
+                                    scale: 1.0 / (hd as f32).sqrt(),
+                                    round,
+                                    dot,
+                                };
+                                let (mut qa, mut qb) =
+                                    (q[..group * hd].to_vec(), q[group * hd..].to_vec());
+                                prepare_queries(&job, &mut qa);
+                                prepare_queries(&job, &mut qb);
+                                let np = parts(n_pos + 1);
+                                let partials = || vec![Partial::new(group, hd).unwrap(); np];
+                                let dirty = || {
+                                    let mut s = Scores::new(group).unwrap();
+                                    s.0.fill(f32::NAN);
+                                    s
+                                };
+                                let (mut s0, mut s1) = (dirty(), dirty());
+                                let (mut p0, mut p1) = (partials(), partials());
+                                let mut got = vec![vec![7.0f32; group * hd]; 2];
+                                let [oa, ob] = &mut got[..] else {
+                                    unreachable!()
+                                };
+                                attend_pair(
+                                    &job,
+                                    1,
+                                    [&qa, &qb],
+                                    n_pos,
+                                    [&mut s0, &mut s1],
+                                    [&mut p0, &mut p1],
+                                    [oa, ob],
+                                );
+                                let (mut s, mut p) = (dirty(), partials());
+                                let mut want = vec![vec![-7.0f32; group * hd]; 2];
+                                attend(&job, 1, &qa, n_pos, &mut s, &mut p, &mut want[0]);
+                                attend(&job, 1, &qb, n_pos + 1, &mut s, &mut p, &mut want[1]);
+                                for t in 0..2 {
+                                    assert!(
+                                        bits(&got[t]) == bits(&want[t]),
+                                        "{kernel:?} group {group} hd {hd} n_pos {n_pos} \
+                                         f16 {round} hostile {hostile}: token {t} differs"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
