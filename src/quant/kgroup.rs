@@ -108,12 +108,14 @@ pub(crate) struct K4Levels {
 
 const _: () = assert!(core::mem::size_of::<K4Levels>() == 312);
 
+#[inline(always)]
 fn scale_pair(s: i16) -> i32 {
     // Both halves hold `s`; the low half is the bit pattern of `s`.
     (i32::from(s) << 16) | i32::from(s as u16)
 }
 
 impl K4Levels {
+    #[inline(always)]
     fn from_parts(q: [u8; QK_K], sm: impl Fn(usize) -> (u8, u8), d: f32, dmin: f32) -> Self {
         let mut k = Self::zeroed();
         k.q = q;
@@ -127,10 +129,12 @@ impl K4Levels {
         k
     }
 
+    #[inline(always)]
     pub(crate) fn q4_k(b: &BlockQ4K) -> Self {
         Self::from_parts(b.levels(), |j| b.scale_min(j), b.d_f32(), b.dmin_f32())
     }
 
+    #[inline(always)]
     pub(crate) fn q5_k(b: &BlockQ5K) -> Self {
         Self::from_parts(b.levels(), |j| b.scale_min(j), b.d_f32(), b.dmin_f32())
     }
@@ -153,6 +157,7 @@ pub(crate) struct Q6Levels {
 const _: () = assert!(core::mem::size_of::<Q6Levels>() == 356);
 
 impl Q6Levels {
+    #[inline(always)]
     pub(crate) fn new(b: &BlockQ6K) -> Self {
         let mut k = Self::zeroed();
         for (q, l) in k.q.iter_mut().zip(b.levels()) {
@@ -299,7 +304,7 @@ pub(crate) struct B32Levels {
 }
 
 impl B32Levels {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
         let mut q = [0u8; 32];
         for (u, &v) in q.iter_mut().zip(&b.qs) {
@@ -311,7 +316,7 @@ impl B32Levels {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
         let mut q = [0u8; 32];
         for (j, &v) in b.qs.iter().enumerate() {
@@ -341,7 +346,7 @@ pub(crate) struct B32Signed {
 }
 
 impl B32Signed {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn q8_0(b: &BlockQ8_0) -> Self {
         Self {
             q: b.qs,
@@ -350,7 +355,7 @@ impl B32Signed {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
         let mut q = [0i8; 32];
         for (j, &v) in b.qs.iter().enumerate() {

@@ -68,6 +68,7 @@ impl BlockQ4K {
     }
 
     /// The 256 weights' 4-bit levels (`0..=15`), in order.
+    #[inline(always)]
     pub fn levels(&self) -> [u8; QK_K] {
         let mut out = [0u8; QK_K];
         let (outs, _) = out.as_chunks_mut::<64>();

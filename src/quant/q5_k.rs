@@ -69,6 +69,7 @@ impl BlockQ5K {
     }
 
     /// The 256 weights' 5-bit levels (`0..=31`), in order.
+    #[inline(always)]
     pub fn levels(&self) -> [u8; QK_K] {
         let mut out = [0u8; QK_K];
         let (outs, _) = out.as_chunks_mut::<64>();

@@ -50,6 +50,7 @@ impl BlockQ6K {
     }
 
     /// The 256 weights as signed levels `q - 32` (`-32..=31`), in order.
+    #[inline(always)]
     pub fn levels(&self) -> [i8; QK_K] {
         let mut out = [0i8; QK_K];
         let (halves, _) = out.as_chunks_mut::<128>();

@@ -109,6 +109,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn unpack_row<B, L>(self, row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/matvec/weight.rs::prefill_rows_equal_decode_dots_for_every_batch_size
+            unsafe { avx2::unpack_row(row, out, f) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_k(self, w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: tests/prop_quant.rs::avx2_q4_k_dot_matches_scalar
@@ -403,6 +410,14 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/quant/dot/mod.rs::quantize_q8_k_is_the_portable_quantizer
             unsafe { avx512vnni::quantize_q8_k(x, out) }
+        }
+
+        #[inline]
+        pub(crate) fn unpack_row<B, L>(self, row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/matvec/weight.rs::prefill_rows_equal_decode_dots_for_every_batch_size
+            unsafe { avx512vnni::unpack_row(row, out, f) }
         }
 
         #[inline]

@@ -1073,6 +1073,24 @@ impl Dispatch {
         }
     }
 
+    /// `out.extend(row.iter().map(f))`, with the x86 kernels' instruction
+    /// sets (a GEMM's unpacking of a weight row into the levels its kernel
+    /// reads: the same levels everywhere, the byte loops wider). On an AMD
+    /// Zen 4 core the portable build of the K-quant unpacking took about a
+    /// twentieth of a 128-token prefill.
+    #[inline]
+    pub(crate) fn unpack_row<B, L>(self, row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.unpack_row(row, out, f),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.unpack_row(row, out, f),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().unpack_row(row, out, f),
+            _ => out.extend(row.iter().map(f)),
+        }
+    }
+
     /// See `scalar::dot_f32`.
     #[inline]
     pub(crate) fn dot_f32(self, w: &[f32], x: &[f32]) -> f32 {

@@ -789,6 +789,15 @@ pub(super) fn hsum4_epi32(v: [__m256i; 4]) -> __m128i {
     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s))
 }
 
+/// `out.extend(row.iter().map(f))`: a GEMM's unpacking of a weight row
+/// (`f` one of `quant::kgroup`'s constructors, inlined here) compiled with
+/// this instruction set, so its byte loops vectorize at this width. The
+/// same levels as the portable build's: the same code.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
+    out.extend(row.iter().map(f));
+}
+
 /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
 /// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
 /// instruction set, so its loops vectorize at this width.

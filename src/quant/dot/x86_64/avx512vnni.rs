@@ -1504,6 +1504,15 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
 
+/// `out.extend(row.iter().map(f))`: a GEMM's unpacking of a weight row
+/// (`f` one of `quant::kgroup`'s constructors, inlined here) compiled with
+/// this instruction set, so its byte loops vectorize at this width. The
+/// same levels as the portable build's: the same code.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
+    out.extend(row.iter().map(f));
+}
+
 /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
 /// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
 /// instruction set, so its loops vectorize at this width.
