@@ -683,6 +683,7 @@ mod tests {
 
     /// Every weight type of a product, `rows` x `cols`, owned.
     struct Mats {
+        q8_0: Vec<crate::quant::BlockQ8_0>,
         q4_0: Vec<BlockQ4_0>,
         q4k: Vec<BlockQ4K>,
         q5k: Vec<BlockQ5K>,
@@ -697,6 +698,9 @@ mod tests {
         fn new(rows: usize, cols: usize) -> Self {
             let nk = rows * (cols / QK_K);
             Self {
+                q8_0: blocks(rows * (cols / 32), |b: &mut crate::quant::BlockQ8_0| {
+                    b.d = half(0.125)
+                }),
                 q4_0: blocks(rows * (cols / 32), |b: &mut BlockQ4_0| b.d = half(0.25)),
                 q4k: blocks(nk, |b: &mut BlockQ4K| {
                     (b.d, b.dmin) = (half(0.5), half(-0.125))
@@ -716,9 +720,10 @@ mod tests {
             }
         }
 
-        fn weights(&self) -> [Weight<'_>; 6] {
+        fn weights(&self) -> [Weight<'_>; 7] {
             let (r, c) = (self.rows, self.cols);
             [
+                Weight::Q8_0(BlockMatrix::new(&self.q8_0, r, c).unwrap()),
                 Weight::Q4_0(BlockMatrix::new(&self.q4_0, r, c).unwrap()),
                 Weight::Q4K(BlockMatrix::new(&self.q4k, r, c).unwrap()),
                 Weight::Q5K(BlockMatrix::new(&self.q5k, r, c).unwrap()),
@@ -820,7 +825,7 @@ mod tests {
                         Weight::Q6K(m) => k.dot_q6_k(m.row(r), xq.k_act()),
                         Weight::F16(m) => k.dot_f16w(m.row(r), xq.f16_act()),
                         Weight::Bf16(m) => k.dot_bf16w(m.row(r), xq.bf16_act()),
-                        Weight::Q8_0(_) => unreachable!(),
+                        Weight::Q8_0(m) => k.dot_q8(m.row(r), xq.act()),
                     });
                 }
             }

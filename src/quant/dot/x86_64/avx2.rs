@@ -795,7 +795,12 @@ pub(super) fn hsum4_epi32(v: [__m256i; 4]) -> __m128i {
 /// same levels as the portable build's: the same code.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
-    out.extend(row.iter().map(f));
+    // A plain loop, not `extend`: the iterator's own fold was compiled on
+    // its own, for the baseline instruction set.
+    out.reserve(row.len());
+    for b in row {
+        out.push(f(b));
+    }
 }
 
 /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable

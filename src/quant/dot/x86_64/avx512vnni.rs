@@ -1510,7 +1510,12 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
 /// same levels as the portable build's: the same code.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L) {
-    out.extend(row.iter().map(f));
+    // A plain loop, not `extend`: the iterator's own fold was compiled on
+    // its own, for the baseline instruction set.
+    out.reserve(row.len());
+    for b in row {
+        out.push(f(b));
+    }
 }
 
 /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
