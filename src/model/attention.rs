@@ -186,13 +186,7 @@ pub(crate) fn attend_part(
             }
         }
     }
-    for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
-        let sh = &mut sh[..n];
-        (p.max[h], p.sum[h]) = job.dot.softmax(sh);
-        if job.round {
-            round_f16(sh);
-        }
-    }
+    softmax_part(job, s, p, n);
     match job.v {
         // Query heads two at a time, as their scores: each value row is
         // widened once for both.
@@ -217,6 +211,19 @@ pub(crate) fn attend_part(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Each query head's softmax over its first `n` scores in `s` (rows of
+/// [`PART`]), its largest score and normalizer into `p`, the weights
+/// rounded to `f16` where the job says so.
+fn softmax_part(job: &HeadJob<'_>, s: &mut [f32], p: &mut Partial, n: usize) {
+    for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
+        let sh = &mut sh[..n];
+        (p.max[h], p.sum[h]) = job.dot.softmax(sh);
+        if job.round {
+            round_f16(sh);
         }
     }
 }
@@ -256,17 +263,12 @@ pub(crate) fn attend_part_pair(
         r0.start == r1.start && 0 < n0 && n0 <= n1 && n1 <= PART,
         "attention pair of parts {r0:?} and {r1:?}"
     );
-    let group = q[0].len() / hd.max(1);
-    let (KvRows::F16(k), KvRows::F16(v)) = (job.k, job.v) else {
+    let even_group = hd > 0 && (q[0].len() / hd).is_multiple_of(2);
+    let (KvRows::F16(k), KvRows::F16(v), true) = (job.k, job.v, even_group) else {
         attend_part(job, kv, q[0], r0, s0, p0);
         attend_part(job, kv, q[1], r1, s1, p1);
         return;
     };
-    if !group.is_multiple_of(2) || hd == 0 {
-        attend_part(job, kv, q[0], r0, s0, p0);
-        attend_part(job, kv, q[1], r1, s1, p1);
-        return;
-    }
     let start = kv * job.head_stride + r1.start * hd;
     // The cache is read in place, as in `attend_part`.
     let keys = &k[start..start + n1 * hd];
@@ -290,15 +292,8 @@ pub(crate) fn attend_part_pair(
         job.dot
             .scores_f16_x4([a0, a1, b0, b1], keys, job.scale, out);
     }
-    for (s, p, n) in [(&mut *sa, &mut *p0, n0), (&mut *sb, &mut *p1, n1)] {
-        for (h, sh) in s.chunks_exact_mut(PART).enumerate() {
-            let sh = &mut sh[..n];
-            (p.max[h], p.sum[h]) = job.dot.softmax(sh);
-            if job.round {
-                round_f16(sh);
-            }
-        }
-    }
+    softmax_part(job, sa, p0, n0);
+    softmax_part(job, sb, p1, n1);
     for (h, (oa, ob)) in p0
         .out
         .chunks_exact_mut(2 * hd)

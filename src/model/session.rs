@@ -459,8 +459,8 @@ fn attend_rows<B: Backend>(
         let [s0, s1] = &mut t.scores;
         let [parts0, parts1] = &mut t.parts;
         // Tokens `j` and `j + 1` together, a last odd one alone.
-        for (i, o) in t.out[..n * gw].chunks_mut(2 * gw).enumerate() {
-            let j = 2 * i;
+        for (pair, o) in t.out[..n * gw].chunks_mut(2 * gw).enumerate() {
+            let j = 2 * pair;
             let at = (first + j) * qd + g * gw;
             let n_pos = p0 + first + j + 1;
             if o.len() == 2 * gw {

@@ -274,7 +274,7 @@ pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f
     }
 }
 
-/// The two queries of `scores_f16_x2` (AVX2 and AVX-512) in chunks of
+/// The queries of `scores_f16_x2` and its four-query form (AVX2 and AVX-512) in chunks of
 /// 32, after checking the shapes: a width that is a nonzero multiple of
 /// 32, equal queries and outputs, and `k_len` values holding at least
 /// the outputs' rows.
@@ -282,16 +282,7 @@ pub(crate) fn scores_f16_x2(q: [&[f32]; 2], k: &[f16], scale: f32, out: [&mut [f
 /// # Panics
 ///
 /// If a check fails.
-pub(super) fn score_chunks(q: [&[f32]; 2], k_len: usize, out: [usize; 2]) -> [&[[f32; 32]]; 2] {
-    score_chunks_n(q, k_len, out)
-}
-
-/// [`score_chunks`] for any number of queries.
-///
-/// # Panics
-///
-/// If a check fails.
-pub(super) fn score_chunks_n<const Q: usize>(
+pub(super) fn score_chunks<const Q: usize>(
     q: [&[f32]; Q],
     k_len: usize,
     out: [usize; Q],

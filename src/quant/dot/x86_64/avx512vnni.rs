@@ -427,7 +427,7 @@ pub(crate) fn scores_f16_x4(q: [&[f32]; 4], k: &[f16], scale: f32, out: [&mut [f
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn scores_f16_n<const Q: usize>(q: [&[f32]; Q], k: &[f16], scale: f32, mut out: [&mut [f32]; Q]) {
     let n = out[0].len();
-    let q = super::avx2::score_chunks_n(q, k.len(), out.each_ref().map(|o| o.len()));
+    let q = super::avx2::score_chunks(q, k.len(), out.each_ref().map(|o| o.len()));
     let sc = _mm512_set1_ps(scale);
     let mut t = 0;
     while t < n {
