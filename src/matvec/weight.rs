@@ -19,7 +19,7 @@ use std::ops::Range;
 
 use half::{bf16, f16};
 
-use crate::quant::dot::{Dispatch, KRow};
+use crate::quant::dot::{Dispatch, KRow, RowPrefetch};
 use crate::quant::kgroup::{
     B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT,
 };
@@ -29,10 +29,6 @@ use crate::quant::{
 use crate::unsafe_core::prefetch::prefetch_read;
 
 use super::{BlockMatrix, Q8Matrix, ShapeError};
-
-/// How far ahead of the row being computed the decode products prefetch
-/// the weights they will read (the Q8_0 kernels' own distance).
-const PREFETCH_AHEAD: usize = 8192;
 
 /// A weight matrix of any type this crate runs, borrowed.
 #[derive(Clone, Copy, Debug)]
@@ -154,7 +150,8 @@ impl<'a> Weight<'a> {
 }
 
 /// `out[i] = dot(row range.start + i)` for a row-at-a-time kernel,
-/// prefetching the weights a few KiB ahead as the Q8_0 kernels do. (A plain
+/// prefetching the weights a few KiB ahead as the Q8_0 kernels do
+/// ([`RowPrefetch::for_rows`]: long rows into L2 on AMD Zen 4). (A plain
 /// loop of hints: the `step_by` loop it replaced, which the compiler
 /// unrolled into bursts of eight, streamed Q4_0's and Q6_K's decode products
 /// 4-6% slower on two threads of an AMD EPYC (Zen 5) VM, medians of six
@@ -169,14 +166,10 @@ fn rows_with<B: crate::quant::WeightBlock>(
     let blocks = m.rows_blocks(range.clone());
     let nb = m.blocks_per_row();
     let row_bytes = nb * std::mem::size_of::<B>();
+    let hint = RowPrefetch::for_rows(row_bytes);
     for (i, o) in out.iter_mut().enumerate() {
         let row = &blocks[i * nb..(i + 1) * nb];
-        let start = i * row_bytes + PREFETCH_AHEAD;
-        let mut line = 0;
-        while line < row_bytes {
-            prefetch_read(blocks, start + line);
-            line += 64;
-        }
+        hint.lines(blocks, i * row_bytes + hint.ahead, row_bytes);
         *o = dot(row);
     }
 }

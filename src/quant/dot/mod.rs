@@ -107,6 +107,73 @@ pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 /// same as 32.
 pub(crate) const KV_PREFETCH_ROWS: usize = 32;
 
+/// Where and how far ahead a decode product that computes its rows one
+/// whole row at a time asks for the rows it will read: each row's lines
+/// together, just before the row is computed, `ahead` bytes past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowPrefetch {
+    /// Bytes between the row being computed and the first line asked for.
+    pub(crate) ahead: usize,
+    /// Whether the lines are asked for in L2 (`prefetcht2`) rather than L1.
+    pub(crate) to_l2: bool,
+}
+
+impl RowPrefetch {
+    /// The longest row (16 lines) whose lines are still asked for in L1 on
+    /// AMD Zen 4 ([`for_rows`](Self::for_rows)).
+    const L1_ROW_MAX: usize = 1024;
+
+    /// This CPU's choice for rows of `row_bytes` bytes: L1 hints 8 KiB
+    /// ahead, except on AMD Zen 4 (`x86_64::weights_to_l2`, where the Q8_0
+    /// products' rows always go to L2) for rows longer than 16 lines, which
+    /// are asked for in L2, 16 KiB ahead. Off x86_64 a hint is a no-op.
+    ///
+    /// On a Zen 4 core a row's burst of L1 hints stalls the product once the
+    /// burst is long, and is the better hint while it is short. One thread,
+    /// `inferno bench --trace` on a Q4_K_M Qwen3-0.6B, two alternated
+    /// rounds: the Q6_K `lm_head` (840-byte rows) took 5.18-5.26 ms per
+    /// token with L1 hints against 5.61-5.65 with L2 ones, the `ffn_down`
+    /// products (2,520-byte Q6_K rows in half the layers) 3.20-3.39 against
+    /// 2.62-2.64. `STREAM_COLS=3072 cargo bench --bench stream`: Q6_K at
+    /// 0.66 of the read probe's speed with L1 hints, 0.93 with L2 ones;
+    /// Q4_0 (1,728-byte rows) 0.42 against 0.78.
+    pub(crate) fn for_rows(row_bytes: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if x86_64::weights_to_l2() && row_bytes > Self::L1_ROW_MAX {
+            return Self {
+                ahead: x86_64::PREFETCH_AHEAD_L2,
+                to_l2: true,
+            };
+        }
+        #[cfg(target_arch = "x86_64")]
+        let ahead = x86_64::PREFETCH_AHEAD;
+        #[cfg(not(target_arch = "x86_64"))]
+        let ahead = {
+            let _ = row_bytes;
+            8192
+        };
+        Self {
+            ahead,
+            to_l2: false,
+        }
+    }
+
+    /// Asks for the `len` bytes at `at` bytes past the start of `data`, a
+    /// line at a time (a hint: any offset is allowed).
+    #[inline(always)]
+    pub(crate) fn lines<T>(self, data: &[T], at: usize, len: usize) {
+        let mut line = 0;
+        while line < len {
+            if self.to_l2 {
+                crate::unsafe_core::prefetch::prefetch_read_l2(data, at + line);
+            } else {
+                crate::unsafe_core::prefetch::prefetch_read(data, at + line);
+            }
+            line += 64;
+        }
+    }
+}
+
 /// An instruction set the dot kernels are written for.
 ///
 /// The public name of a dot kernel: what callers choose (the
