@@ -142,7 +142,9 @@ impl<'a> Weight<'a> {
             ),
             Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
             Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
-            Weight::Q6K(m) => rows_with(m, range, out, |row| k.dot_q6_k_summed(row, x.k_act())),
+            Weight::Q6K(m) => {
+                k.matvec_q6_k(m.rows_blocks(range), m.blocks_per_row(), x.k_act(), out)
+            }
             Weight::F16(m) => rows_with(m, range, out, |row| k.dot_f16w(row, x.f16_act())),
             Weight::Bf16(m) => rows_with(m, range, out, |row| k.dot_bf16w(row, x.bf16_act())),
         }

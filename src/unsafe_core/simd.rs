@@ -176,6 +176,19 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn matvec_q6_k(
+            self,
+            w: &[BlockQ6K],
+            nb: usize,
+            x: &[BlockQ8K],
+            out: &mut [f32],
+        ) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c. Checked by:
+            // src/quant/dot/mod.rs::matvec_q6_k_equals_dot_q6_k
+            unsafe { avx2::matvec_q6_k(w, nb, x, out) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_k_x4(self, w: &[BlockQ4K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
@@ -571,6 +584,19 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn matvec_q6_k(
+            self,
+            w: &[BlockQ6K],
+            nb: usize,
+            x: &[BlockQ8K],
+            out: &mut [f32],
+        ) {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::matvec_q6_k_equals_dot_q6_k
+            unsafe { avx512vnni::matvec_q6_k(w, nb, x, out) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q6_k_x4(self, w: &[BlockQ6K], x: [&[BlockQ8K]; 4]) -> [f32; 4] {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x4_equals_dot_k
@@ -679,6 +705,19 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::q6_k_summed_equals_dot_q6_k
             unsafe { avxvnni::dot_q6_k_summed(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn matvec_q6_k(
+            self,
+            w: &[BlockQ6K],
+            nb: usize,
+            x: &[BlockQ8K],
+            out: &mut [f32],
+        ) {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
+            // src/quant/dot/mod.rs::matvec_q6_k_equals_dot_q6_k
+            unsafe { avxvnni::matvec_q6_k(w, nb, x, out) }
         }
 
         #[inline]

@@ -128,10 +128,16 @@ impl RowPrefetch {
     /// products' rows always go to L2) for rows longer than 16 lines, which
     /// are asked for in L2, 16 KiB ahead. Off x86_64 a hint is a no-op.
     ///
+    /// These are the hints of Q4_0, F16 and BF16 rows, and of the K-quant
+    /// rows computed one at a time; the Q8_0 and Q6_K products ask for
+    /// theirs inside their row loops, in pieces (`x86_64`'s `matvec_q8`
+    /// and `matvec_q6_k`), which beat both on Zen 4.
+    ///
     /// On a Zen 4 core a row's burst of L1 hints stalls the product once the
     /// burst is long, and is the better hint while it is short. One thread,
     /// `inferno bench --trace` on a Q4_K_M Qwen3-0.6B, two alternated
-    /// rounds: the Q6_K `lm_head` (840-byte rows) took 5.18-5.26 ms per
+    /// rounds, when its Q6_K rows still took these hints: the `lm_head`
+    /// (840-byte rows) took 5.18-5.26 ms per
     /// token with L1 hints against 5.61-5.65 with L2 ones, the `ffn_down`
     /// products (2,520-byte Q6_K rows in half the layers) 3.20-3.39 against
     /// 2.62-2.64. `STREAM_COLS=3072 cargo bench --bench stream`: Q6_K at
@@ -1000,6 +1006,27 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q6_k_summed(w, x),
             _ => self.dot_q6_k(w, x),
+        }
+    }
+
+    /// `out[r] = dot_q6_k_summed(row r of w, x)` for the `out.len()` rows
+    /// of `nb` blocks: a decode product, whose activation `x` was quantized
+    /// by this crate. The x86 kernels prefetch inside their row loop (see
+    /// `x86_64`'s `matvec_q6_k`); the others compute row by row.
+    ///
+    /// # Panics
+    ///
+    /// If `x.len() != nb` or `w.len() != nb * out.len()`.
+    #[inline]
+    pub(crate) fn matvec_q6_k(self, w: &[BlockQ6K], nb: usize, x: &[BlockQ8K], out: &mut [f32]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.matvec_q6_k(w, nb, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.matvec_q6_k(w, nb, x, out),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.matvec_q6_k(w, nb, x, out),
+            _ => scalar::for_rows(w, nb, x.len(), out, |row| self.dot_q6_k_summed(row, x)),
         }
     }
 
@@ -2830,6 +2857,56 @@ mod tests {
                 for x in &xs {
                     let (a, b) = (k.dot_q6_k_summed(&w6, x), k.dot_q6_k(&w6, x));
                     prop_assert!(same(a, b), "{:?}: {} vs {}", kernel, a, b);
+                }
+            });
+        }
+    }
+
+    /// `matvec_q6_k` gives each row `dot_q6_k`'s bits on every kernel,
+    /// for 0 to 13 blocks per row (whole groups of four and blocks left
+    /// over, where the x86 kernels' in-loop prefetch changes its pattern)
+    /// and 0 to 9 rows of any bytes, NaN and infinite scales included; a
+    /// wrong activation or weight length panics.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn matvec_q6_k_equals_dot_q6_k() {
+        use proptest::prelude::*;
+        let case = (0usize..=13, 0usize..=9).prop_flat_map(|(nb, rows)| {
+            (
+                Just(nb),
+                Just(rows),
+                prop::collection::vec(any::<u8>(), rows * nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            proptest!(|((nb, rows, wraw, xraw, ds) in case.clone())| {
+                let (_, _, _, xs) = k_operands(nb, &xraw, &xraw, &ds);
+                let x = &xs[0];
+                let w: Vec<BlockQ6K> = (0..rows * nb)
+                    .map(|b| bytemuck::pod_read_unaligned(&wraw[b * 210..(b + 1) * 210]))
+                    .collect();
+                let mut out = vec![f32::NAN; rows];
+                k.matvec_q6_k(&w, nb, x, &mut out);
+                for (r, &o) in out.iter().enumerate() {
+                    let want = k.dot_q6_k(&w[r * nb..(r + 1) * nb], x);
+                    prop_assert!(same(o, want), "{:?} row {}: {} vs {}", kernel, r, o, want);
+                }
+                if nb > 0 && rows > 0 {
+                    let short = std::panic::catch_unwind(|| {
+                        k.matvec_q6_k(&w, nb, &x[1..], &mut vec![0.0; rows])
+                    });
+                    prop_assert!(short.is_err());
+                    let ragged = std::panic::catch_unwind(|| {
+                        k.matvec_q6_k(&w[1..], nb, x, &mut vec![0.0; rows])
+                    });
+                    prop_assert!(ragged.is_err());
                 }
             });
         }
