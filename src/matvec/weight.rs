@@ -803,11 +803,38 @@ mod tests {
         // 17 rows: two whole groups of eight (the eight-row decode kernels)
         // and one left over in a matrix, ranges straddling them.
         let mats = Mats::new(17, 2 * QK_K);
+        each_range_of_rows_is_each_rows_dot(&mats, |_, _| true);
+        // Wider rows: 5 and 13 K-quant blocks (a group of four and blocks
+        // left over in the Q6_K products' prefetch pieces), rows past the
+        // 16 lines where the row-at-a-time hints go to L2 on AMD Zen 4;
+        // each hint loop of this machine's kind, and on x86 both kinds.
+        // Single rows, and ranges from the first row or to the last.
+        let some = |lo: usize, hi: usize| {
+            hi == lo + 1 || (lo == 0 && hi % 5 == 0) || (hi == 17 * 7 && lo % 5 == 0)
+        };
+        for cols in [5 * QK_K, 13 * QK_K] {
+            let mats = Mats::new(17, cols);
+            each_range_of_rows_is_each_rows_dot(&mats, some);
+            #[cfg(target_arch = "x86_64")]
+            for to_l2 in [1, 2] {
+                use crate::quant::dot::x86_64::TO_L2_IN_TESTS;
+                use std::sync::atomic::Ordering::Relaxed;
+                TO_L2_IN_TESTS.store(to_l2, Relaxed);
+                each_range_of_rows_is_each_rows_dot(&mats, some);
+                TO_L2_IN_TESTS.store(0, Relaxed);
+            }
+        }
+    }
+
+    /// [`every_range_of_rows_is_each_rows_dot`]'s checks of the rows of
+    /// `mats`, over the ranges `lo..hi` that `ranges(lo, hi)` picks.
+    fn each_range_of_rows_is_each_rows_dot(mats: &Mats, ranges: impl Fn(usize, usize) -> bool) {
         let ws = mats.weights();
         let x = input(mats.cols);
         let mut xq = QuantizedVector::new();
         xq.quantize_forms(&x, ActForms::ALL).unwrap();
         let total: usize = ws.iter().map(|w| w.rows()).sum();
+        assert_eq!(total, 17 * 7, "one matrix of each weight type");
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
             let mut want = Vec::new();
@@ -827,7 +854,7 @@ mod tests {
             assert!(want.iter().all(|v| v.is_finite()), "{kernel:?} {want:?}");
             check_stacked_any(&ws, &xq, &want).unwrap();
             for lo in 0..=total {
-                for hi in lo..=total {
+                for hi in (lo..=total).filter(|&hi| ranges(lo, hi)) {
                     let mut out = vec![f32::NAN; hi - lo];
                     stacked_rows_any(k, &ws, &xq, lo..hi, &mut out);
                     assert_eq!(
@@ -848,7 +875,7 @@ mod tests {
                 stacked_rows_any(k, &ws, &empty, 0..ws.len() * rows, &mut out);
                 assert!(out.iter().all(|&v| v == 0.0), "{kernel:?} {out:?}");
             }
-            let m0 = Mats::new(0, 2 * QK_K);
+            let m0 = Mats::new(0, mats.cols);
             let mut none: [f32; 0] = [];
             check_stacked_any(&m0.weights(), &xq, &none).unwrap();
             stacked_rows_any(k, &m0.weights(), &xq, 0..0, &mut none);

@@ -121,6 +121,7 @@ pub(crate) struct RowPrefetch {
 impl RowPrefetch {
     /// The longest row (16 lines) whose lines are still asked for in L1 on
     /// AMD Zen 4 ([`for_rows`](Self::for_rows)).
+    #[cfg(target_arch = "x86_64")]
     const L1_ROW_MAX: usize = 1024;
 
     /// This CPU's choice for rows of `row_bytes` bytes: L1 hints 8 KiB
@@ -165,15 +166,16 @@ impl RowPrefetch {
     }
 
     /// Asks for the `len` bytes at `at` bytes past the start of `data`, a
-    /// line at a time (a hint: any offset is allowed).
+    /// line at a time (a hint: any offset is allowed, wrapping around).
     #[inline(always)]
     pub(crate) fn lines<T>(self, data: &[T], at: usize, len: usize) {
         let mut line = 0;
         while line < len {
+            let offset = at.wrapping_add(line);
             if self.to_l2 {
-                crate::unsafe_core::prefetch::prefetch_read_l2(data, at + line);
+                crate::unsafe_core::prefetch::prefetch_read_l2(data, offset);
             } else {
-                crate::unsafe_core::prefetch::prefetch_read(data, at + line);
+                crate::unsafe_core::prefetch::prefetch_read(data, offset);
             }
             line += 64;
         }

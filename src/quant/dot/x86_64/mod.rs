@@ -64,12 +64,25 @@ pub(crate) const L2_PIECE_BLOCKS: usize = 8;
 /// the Intel Xeon, where the L1 hints were measured and tuned, keep them.
 pub(crate) fn weights_to_l2() -> bool {
     use crate::unsafe_core::prefetch::{cpu_vendor_family, CpuVendor};
+    #[cfg(test)]
+    match TO_L2_IN_TESTS.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => return false,
+        2 => return true,
+        _ => {}
+    }
     static TO_L2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TO_L2.get_or_init(|| {
         cpu_vendor_family() == Some((CpuVendor::Amd, 0x19))
             && std::arch::is_x86_feature_detected!("avx512f")
     })
 }
+
+/// Tests' choice for [`weights_to_l2`], so that one machine runs both
+/// kinds of hint loop: 0 the CPU's own, 1 L1 hints, 2 L2 hints. The hints
+/// never change a result, so tests running beside one that sets it are
+/// unaffected.
+#[cfg(test)]
+pub(crate) static TO_L2_IN_TESTS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// The Q8_0 kernels of one x86 instruction set, given that module's
 /// `prep(&BlockQ8_0) -> Weight` and `lanes(Weight, &ActBlock) -> __m256i`,
