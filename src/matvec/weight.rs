@@ -810,7 +810,9 @@ mod tests {
         // each hint loop of this machine's kind, and on x86 both kinds.
         // Single rows, and ranges from the first row or to the last.
         let some = |lo: usize, hi: usize| {
-            hi == lo + 1 || (lo == 0 && hi % 5 == 0) || (hi == 17 * 7 && lo % 5 == 0)
+            hi == lo + 1
+                || (lo == 0 && hi.is_multiple_of(5))
+                || (hi == 17 * 7 && lo.is_multiple_of(5))
         };
         for cols in [5 * QK_K, 13 * QK_K] {
             let mats = Mats::new(17, cols);
