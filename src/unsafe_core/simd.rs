@@ -240,7 +240,7 @@ mod x86 {
         #[inline]
         pub(crate) fn sum_bytes(self, bytes: &[u8], prefetch: bool) -> u64 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
-            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_byte_sum
+            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_word_checksum
             unsafe { avx2::sum_bytes(bytes, prefetch) }
         }
 
@@ -333,7 +333,7 @@ mod x86 {
         pub(crate) fn sum_bytes(self, bytes: &[u8], prefetch: bool) -> u64 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
             // avx512f, avx512vl, avx512bw and avx512vnni.
-            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_byte_sum
+            // Checked by: src/quant/dot/mod.rs::sum_bytes_is_the_word_checksum
             unsafe { avx512vnni::sum_bytes(bytes, prefetch) }
         }
 

@@ -1223,9 +1223,10 @@ impl Dispatch {
         }
     }
 
-    /// The sum of the bytes of `bytes`, read with the widest loads the
-    /// kernel has, with the decode products' software prefetch or without
-    /// (the same value from every kernel either way).
+    /// The bandwidth probes' checksum of `bytes` (`scalar::sum_bytes`),
+    /// read with the widest loads the kernel has, with the decode products'
+    /// software prefetch or without (the same value from every kernel
+    /// either way).
     #[inline]
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn sum_bytes(self, bytes: &[u8], prefetch: bool) -> u64 {
@@ -2204,23 +2205,64 @@ mod tests {
     /// Every kernel's byte reader returns the sum of the bytes, for every
     /// length and alignment.
     #[test]
-    fn sum_bytes_is_the_byte_sum() {
-        let data: Vec<u8> = (0..5000u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-            .collect();
+    fn sum_bytes_is_the_word_checksum() {
+        // A buffer that starts on a 64-byte boundary, so the words are known.
+        let mut lines = vec![scalar::Lines4([0; 32]); 20];
+        let data: &mut [u8] = bytemuck::cast_slice_mut(&mut lines);
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3];
+        }
+        let data = &*data;
+        // The reference, by its definition: words of the aligned lines,
+        // bytes outside them.
+        let reference = |start: usize, end: usize| -> u64 {
+            let first = start.next_multiple_of(64);
+            let lines = (end.saturating_sub(first)) / 256;
+            let (lo, hi) = if lines == 0 {
+                (end, end)
+            } else {
+                (first, first + 256 * lines)
+            };
+            let bytes = data[start..lo.min(end)].iter().chain(&data[hi..end]);
+            let words = data[lo..hi]
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap()));
+            bytes
+                .map(|&b| u64::from(b))
+                .chain(words)
+                .fold(0, u64::wrapping_add)
+        };
+        let cases = [
+            (0, 0),
+            (0, 1),
+            (3, 300),
+            (1, 4999),
+            (0, 5120),
+            (64, 4160),
+            (63, 576),
+        ];
+        for (start, end) in cases {
+            assert_eq!(scalar::sum_bytes(&data[start..end]), reference(start, end));
+        }
+        // Four lines of ones: 32 words of 0x0101..01.
+        let mut ones = [scalar::Lines4([0; 32]); 1];
+        bytemuck::cast_slice_mut::<_, u8>(&mut ones).fill(1);
+        let ones: &[u8] = bytemuck::cast_slice(&ones);
+        assert_eq!(scalar::sum_bytes(ones), 32 * 0x0101_0101_0101_0101);
+        assert_eq!(scalar::sum_bytes(&ones[1..]), 255);
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
-            for (start, end) in [(0, 0), (0, 1), (3, 300), (1, 4999), (0, 5000), (64, 4160)] {
+            for (start, end) in cases {
                 let part = &data[start..end];
-                let want: u64 = part.iter().map(|&b| u64::from(b)).sum();
                 for prefetch in [false, true] {
                     assert_eq!(
                         k.sum_bytes(part, prefetch),
-                        want,
+                        reference(start, end),
                         "{kernel:?} {start}..{end}"
                     );
                 }
             }
+            assert_eq!(k.sum_bytes(ones, true), 32 * 0x0101_0101_0101_0101);
         }
     }
 

@@ -681,26 +681,28 @@ fn quantize_block(x: &[f32; QK8_0]) -> ActBlock {
     )
 }
 
-/// The sum of the bytes of `bytes`: 128-byte aligned steps of four
-/// 256-bit loads, each summed by `vpsadbw` into four `u64` lanes of one of
-/// four independent accumulators, the unaligned head and tail added one by
-/// one, and, with `prefetch`, the step's two cache lines asked for
-/// [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes early, as the decode
-/// matvecs ask for theirs. A loop that does nothing but read, the roofline
-/// a matvec is held against.
+/// The bandwidth probes' checksum of `bytes` (`scalar::sum_bytes`): each
+/// aligned step of four cache lines ([`Lines4`](crate::quant::dot::scalar::Lines4))
+/// read by eight 256-bit loads added as `u64` lanes into four independent
+/// accumulators, the bytes outside them added one by one, and, with
+/// `prefetch`, each line asked for [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD)
+/// bytes early, as the decode matvecs ask for theirs. A loop that does
+/// nothing but read, the roofline a matvec is held against.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn sum_bytes(bytes: &[u8], prefetch: bool) -> u64 {
-    let (head, body, tail) = bytemuck::pod_align_to::<u8, [__m256i; 4]>(bytes);
-    let zero = _mm256_setzero_si256();
-    let mut acc = [zero; 4];
-    for (k, line) in body.iter().enumerate() {
-        if prefetch {
-            let ahead = k * 128 + super::PREFETCH_AHEAD;
-            crate::unsafe_core::prefetch::prefetch_read(body, ahead);
-            crate::unsafe_core::prefetch::prefetch_read(body, ahead + 64);
-        }
-        for (a, &v) in acc.iter_mut().zip(line) {
-            *a = _mm256_add_epi64(*a, _mm256_sad_epu8(v, zero));
+    let (head, body, tail) = crate::quant::dot::scalar::split_lines(bytes);
+    let body: &[[__m256i; 8]] = bytemuck::cast_slice(body);
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for (k, lines) in body.iter().enumerate() {
+        for (h, half) in lines.chunks_exact(4).enumerate() {
+            if prefetch {
+                let ahead = k * 256 + h * 128 + super::PREFETCH_AHEAD;
+                crate::unsafe_core::prefetch::prefetch_read(body, ahead);
+                crate::unsafe_core::prefetch::prefetch_read(body, ahead + 64);
+            }
+            for (a, &v) in acc.iter_mut().zip(half) {
+                *a = _mm256_add_epi64(*a, v);
+            }
         }
     }
     let s = _mm256_add_epi64(
@@ -712,7 +714,7 @@ pub(crate) fn sum_bytes(bytes: &[u8], prefetch: bool) -> u64 {
         .chain(tail)
         .map(|&b| u64::from(b))
         .chain(lanes)
-        .sum()
+        .fold(0, u64::wrapping_add)
 }
 
 /// `acc + vpmaddwd(a, b)`: AVX2's multiply-add of `i16` pairs into the
