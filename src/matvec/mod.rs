@@ -85,11 +85,12 @@ pub(crate) use weight::{
 /// [selected](crate::quant::Kernel::selected) kernel has, the software
 /// prefetch the decode products use and no other work, and returns a
 /// checksum of them (so the reads cannot be optimised away): the wrapping
-/// sum of the little-endian `u64` words of the 256-byte runs that start
-/// on 64-byte boundaries, plus the bytes outside those runs, each as a
-/// number. (A word sum because summing bytes cost a Zen 4 core 7-9% of
-/// its read speed.) The same value with every kernel, and from
-/// [`read_bytes_plain`].
+/// sum of the `u64` words (native byte order) of the whole 256-byte runs
+/// that follow, back to back, the slice's first 64-byte boundary, plus
+/// each byte outside those runs as a number. (A word sum because summing
+/// bytes cost a Zen 4 core 7-9% of its read speed over huge pages.) The
+/// same value with every kernel, and from [`read_bytes_plain`] and
+/// [`read_bytes_narrow`].
 ///
 /// A decode matvec streams its weights from memory once; this is the same
 /// stream without the arithmetic, so its speed over bytes far larger than
@@ -108,7 +109,8 @@ pub fn read_bytes(bytes: &[u8]) -> u64 {
 /// crate is measured, but they can slow a loop that does nothing but read:
 /// on an AMD EPYC (Zen 3) VM, 12.2-12.9 GB/s with them against
 /// 14.9-15.7 without, on one thread, three alternated runs. `inferno bench`
-/// takes the faster of the two as the machine's read bandwidth.
+/// takes the fastest of the two and [`read_bytes_narrow`] as the machine's
+/// read bandwidth.
 ///
 /// ```
 /// let bytes = [7u8; 1000];
@@ -119,6 +121,26 @@ pub fn read_bytes(bytes: &[u8]) -> u64 {
 /// ```
 pub fn read_bytes_plain(bytes: &[u8]) -> u64 {
     crate::quant::dot::selected().1.sum_bytes(bytes, false)
+}
+
+/// [`read_bytes_plain`] with the portable loop's loads instead of the
+/// selected kernel's widest ones (on x86_64, the baseline's 128-bit SSE2
+/// loads, as the compiler vectorises it), no prefetch; the same checksum.
+/// Wide loads are not the fastest way to read everywhere: on an AMD EPYC
+/// (Zen 4) VM, over a model mapped from the page cache (4 KiB pages), the
+/// 512-bit probes read 16.8-17.4 GB/s on one thread and this one
+/// 21.1-22.1 (three runs each); over huge pages the 512-bit ones read
+/// faster. `inferno bench` takes the fastest of the three.
+///
+/// ```
+/// let bytes = [7u8; 1000];
+/// assert_eq!(
+///     inferno_cpu::matvec::read_bytes_narrow(&bytes),
+///     inferno_cpu::matvec::read_bytes(&bytes),
+/// );
+/// ```
+pub fn read_bytes_narrow(bytes: &[u8]) -> u64 {
+    crate::quant::dot::Dispatch::Scalar.sum_bytes(bytes, false)
 }
 
 /// `Ok` if `got == expected`, else the error `make` builds.

@@ -127,7 +127,7 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     );
     let cpu = machine::cpu_name();
     let kernel = inferno_cpu::quant::Kernel::selected();
-    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: the faster of matvec::read_bytes (the {kernel:?} kernel's widest loads and the decode prefetch) and read_bytes_plain (no prefetch), one contiguous share per thread");
+    eprintln!("cpu: {cpu}; kernel: {kernel:?}; bandwidth probe: the fastest of matvec::read_bytes (the {kernel:?} kernel's widest loads and the decode prefetch), read_bytes_plain (no prefetch) and read_bytes_narrow (the portable loop's loads), one contiguous share per thread");
 
     // Bandwidth per thread count, read over the loaded model itself (far
     // larger than any cache, in the same pages the weights are read from,
@@ -261,7 +261,7 @@ fn print_table(rows: &[Row], plan: &Plan, cpu: &str, bandwidth: &[(usize, f64, m
         .map(|(t, b, p)| format!("{:.1} GB/s on {t} ({})", b / 1e9, p.name()))
         .collect();
     println!(
-        "read bandwidth (matvec::read_bytes or read_bytes_plain over the loaded model, the faster): {}",
+        "read bandwidth (matvec::read_bytes, read_bytes_plain or read_bytes_narrow over the loaded model, the fastest): {}",
         bw.join(", ")
     );
     println!();

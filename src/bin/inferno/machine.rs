@@ -6,12 +6,14 @@ use std::time::Instant;
 use inferno_cpu::{split, ThreadPool};
 
 /// Read bandwidth in bytes per second over `bytes` on `threads` threads
-/// (each reading one contiguous share with the selected kernel's widest
-/// loads), the best of `reps` passes of each probe, with the decode
+/// (each reading one contiguous share), the best of `reps` passes of each
+/// probe, alternated: the selected kernel's widest loads with the decode
 /// products' software prefetch
 /// ([`read_bytes`](inferno_cpu::matvec::read_bytes)) and without
-/// ([`read_bytes_plain`](inferno_cpu::matvec::read_bytes_plain)),
-/// alternated; the probe that read fastest is returned beside it. `bytes`
+/// ([`read_bytes_plain`](inferno_cpu::matvec::read_bytes_plain)), and the
+/// portable loop's loads
+/// ([`read_bytes_narrow`](inferno_cpu::matvec::read_bytes_narrow)); the
+/// probe that read fastest is returned beside it. `bytes`
 /// should be far larger than the last-level cache: the model's own weights
 /// are (hundreds of MB), and reading them costs no extra memory.
 pub fn read_bandwidth(
@@ -23,13 +25,14 @@ pub fn read_bandwidth(
     let mut best = (0.0f64, Probe::Prefetch);
     let sink = std::sync::atomic::AtomicU64::new(0);
     for _ in 0..reps.max(1) {
-        for probe in [Probe::Prefetch, Probe::Plain] {
+        for probe in [Probe::Prefetch, Probe::Plain, Probe::Narrow] {
             let start = Instant::now();
             pool.dispatch(|id, n| {
                 let part = &bytes[split(bytes.len(), id, n)];
                 let sum = match probe {
                     Probe::Prefetch => inferno_cpu::matvec::read_bytes(part),
                     Probe::Plain => inferno_cpu::matvec::read_bytes_plain(part),
+                    Probe::Narrow => inferno_cpu::matvec::read_bytes_narrow(part),
                 };
                 sink.fetch_xor(sum, std::sync::atomic::Ordering::Relaxed);
             });
@@ -52,6 +55,9 @@ pub enum Probe {
     /// [`read_bytes_plain`](inferno_cpu::matvec::read_bytes_plain): the
     /// same loads, nothing asked for ahead.
     Plain,
+    /// [`read_bytes_narrow`](inferno_cpu::matvec::read_bytes_narrow): the
+    /// portable loop's loads, nothing asked for ahead.
+    Narrow,
 }
 
 impl Probe {
@@ -60,6 +66,7 @@ impl Probe {
         match self {
             Probe::Prefetch => "prefetch",
             Probe::Plain => "plain",
+            Probe::Narrow => "narrow",
         }
     }
 }

@@ -2202,8 +2202,10 @@ mod tests {
         }
     }
 
-    /// Every kernel's byte reader returns the sum of the bytes, for every
-    /// length and alignment.
+    /// Every kernel's byte reader returns the probes' word checksum
+    /// (`scalar::sum_bytes`, and a reference written from its definition),
+    /// with and without prefetch, for slices shorter than a run, starting
+    /// on and off a 64-byte boundary, and ending inside a run.
     #[test]
     fn sum_bytes_is_the_word_checksum() {
         // A buffer that starts on a 64-byte boundary, so the words are known.
