@@ -6,9 +6,9 @@
 //! 256 MB, 1024 columns wide (Qwen3-0.6B's hidden size), far larger than
 //! any cache; one pass is a `simd`-backend matvec over all of it, and the
 //! reference is [`inferno_cpu::matvec::read_bytes`] over the same bytes
-//! (the prefetched one of the two bandwidth probes `inferno bench` takes
-//! the faster of; `STREAM_PROBE=plain` reads with
-//! [`inferno_cpu::matvec::read_bytes_plain`], the other). The two
+//! (the prefetched one of the three bandwidth probes `inferno bench` takes
+//! the fastest of; `STREAM_PROBE=plain` reads with
+//! [`inferno_cpu::matvec::read_bytes_plain`], without the prefetch). The two
 //! alternate, and each is the median of `ROUNDS` passes, so the machine's
 //! drift hits both alike; printed as GB/s and the ratio.
 //!
