@@ -171,7 +171,7 @@ fn rows_with<B: crate::quant::WeightBlock>(
     let hint = RowPrefetch::for_rows(row_bytes);
     for (i, o) in out.iter_mut().enumerate() {
         let row = &blocks[i * nb..(i + 1) * nb];
-        hint.lines(blocks, i * row_bytes + hint.ahead, row_bytes);
+        hint.lines_to(row, &mut 0, row_bytes);
         *o = dot(row);
     }
 }

@@ -113,9 +113,9 @@ pub(crate) const KV_PREFETCH_ROWS: usize = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RowPrefetch {
     /// Bytes between the row being computed and the first line asked for.
-    pub(crate) ahead: usize,
+    ahead: usize,
     /// Whether the lines are asked for in L2 (`prefetcht2`) rather than L1.
-    pub(crate) to_l2: bool,
+    to_l2: bool,
 }
 
 impl RowPrefetch {
@@ -147,37 +147,50 @@ impl RowPrefetch {
     pub(crate) fn for_rows(row_bytes: usize) -> Self {
         #[cfg(target_arch = "x86_64")]
         if x86_64::weights_to_l2() && row_bytes > Self::L1_ROW_MAX {
-            return Self {
-                ahead: x86_64::PREFETCH_AHEAD_L2,
-                to_l2: true,
-            };
+            return Self::L2;
         }
         #[cfg(target_arch = "x86_64")]
-        let ahead = x86_64::PREFETCH_AHEAD;
+        return Self::L1;
         #[cfg(not(target_arch = "x86_64"))]
-        let ahead = {
+        {
             let _ = row_bytes;
-            8192
-        };
-        Self {
-            ahead,
-            to_l2: false,
+            Self {
+                ahead: 8192,
+                to_l2: false,
+            }
         }
     }
 
-    /// Asks for the `len` bytes at `at` bytes past the start of `data`, a
-    /// line at a time (a hint: any offset is allowed, wrapping around).
+    /// Hints into L1, [`PREFETCH_AHEAD`](x86_64::PREFETCH_AHEAD) bytes on.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) const L1: Self = Self {
+        ahead: x86_64::PREFETCH_AHEAD,
+        to_l2: false,
+    };
+
+    /// Hints into L2, [`PREFETCH_AHEAD_L2`](x86_64::PREFETCH_AHEAD_L2)
+    /// bytes on.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) const L2: Self = Self {
+        ahead: x86_64::PREFETCH_AHEAD_L2,
+        to_l2: true,
+    };
+
+    /// Asks for the lines `ahead` bytes past bytes `*line..end` of `row`,
+    /// from `*line` a line (64 bytes) at a time, and leaves `*line` at the
+    /// first byte not asked for (a hint: any offset is allowed, wrapping
+    /// around). From 0 to the row's length, the whole row; in steps, the
+    /// row in pieces, each line once.
     #[inline(always)]
-    pub(crate) fn lines<T>(self, data: &[T], at: usize, len: usize) {
-        let mut line = 0;
-        while line < len {
-            let offset = at.wrapping_add(line);
+    pub(crate) fn lines_to<T>(self, row: &[T], line: &mut usize, end: usize) {
+        while *line < end {
+            let offset = self.ahead.wrapping_add(*line);
             if self.to_l2 {
-                crate::unsafe_core::prefetch::prefetch_read_l2(data, offset);
+                crate::unsafe_core::prefetch::prefetch_read_l2(row, offset);
             } else {
-                crate::unsafe_core::prefetch::prefetch_read(data, offset);
+                crate::unsafe_core::prefetch::prefetch_read(row, offset);
             }
-            line += 64;
+            *line += 64;
         }
     }
 }

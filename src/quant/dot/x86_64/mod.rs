@@ -208,25 +208,18 @@ macro_rules! q8_kernels {
                 });
                 return;
             }
-            let mut ahead = super::PREFETCH_AHEAD_L2;
+            let hint = crate::quant::dot::RowPrefetch::L2;
             crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
                 let row_bytes = core::mem::size_of_val(row);
                 let mut line = 0;
                 let dot = row_loop(row, x, |b| {
                     if b % super::L2_PIECE_BLOCKS == 0 {
                         let end = ((b + super::L2_PIECE_BLOCKS) * BLOCK).min(row_bytes);
-                        while line < end {
-                            crate::unsafe_core::prefetch::prefetch_read_l2(w, ahead + line);
-                            line += 64;
-                        }
+                        hint.lines_to(row, &mut line, end);
                     }
                 });
                 // An odd last block outside the pairs.
-                while line < row_bytes {
-                    crate::unsafe_core::prefetch::prefetch_read_l2(w, ahead + line);
-                    line += 64;
-                }
-                ahead += row_bytes;
+                hint.lines_to(row, &mut line, row_bytes);
                 dot
             });
         }
@@ -802,29 +795,17 @@ macro_rules! k_kernels {
         #[target_feature(enable = $features)]
         pub(crate) fn matvec_q6_k(w: &[BlockQ6K], nb: usize, x: &[BlockQ8K], out: &mut [f32]) {
             const BLOCK: usize = core::mem::size_of::<BlockQ6K>();
+            use crate::quant::dot::RowPrefetch;
             let l2 = super::weights_to_l2();
             crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
                 let row_bytes = core::mem::size_of_val(row);
                 let mut line = 0;
                 if !l2 {
-                    while line < row_bytes {
-                        crate::unsafe_core::prefetch::prefetch_read(
-                            row,
-                            super::PREFETCH_AHEAD + line,
-                        );
-                        line += 64;
-                    }
+                    RowPrefetch::L1.lines_to(row, &mut line, row_bytes);
                     return q6_summed_loop(row, x, |_| {});
                 }
                 q6_summed_loop(row, x, |b| {
-                    let end = ((b + 4) * BLOCK).min(row_bytes);
-                    while line < end {
-                        crate::unsafe_core::prefetch::prefetch_read_l2(
-                            row,
-                            super::PREFETCH_AHEAD_L2 + line,
-                        );
-                        line += 64;
-                    }
+                    RowPrefetch::L2.lines_to(row, &mut line, ((b + 4) * BLOCK).min(row_bytes));
                 })
             });
         }
