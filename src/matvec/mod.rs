@@ -109,8 +109,8 @@ pub fn read_bytes(bytes: &[u8]) -> u64 {
 /// crate is measured, but they can slow a loop that does nothing but read:
 /// on an AMD EPYC (Zen 3) VM, 12.2-12.9 GB/s with them against
 /// 14.9-15.7 without, on one thread, three alternated runs. `inferno bench`
-/// takes the fastest of the two and [`read_bytes_narrow`] as the machine's
-/// read bandwidth.
+/// takes the fastest of this probe, [`read_bytes`] and
+/// [`read_bytes_narrow`] as the machine's read bandwidth.
 ///
 /// ```
 /// let bytes = [7u8; 1000];

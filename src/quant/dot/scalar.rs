@@ -129,7 +129,7 @@ pub(crate) fn split_lines(bytes: &[u8]) -> (&[u8], &[Lines4], &[u8]) {
 }
 
 /// The bandwidth probes' checksum of `bytes` (the reference for the SIMD
-/// readers): the wrapping sum of the little-endian `u64` words of its
+/// readers): the wrapping sum of the `u64` words (native byte order) of its
 /// whole aligned lines ([`split_lines`]) and of the bytes outside them.
 /// A word sum, not a byte sum: a 512-bit byte sum (`vpsadbw`) read 7-9%
 /// slower than adding the loaded words on an AMD Zen 4 core, below a

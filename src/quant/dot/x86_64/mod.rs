@@ -47,8 +47,8 @@ pub(crate) const PREFETCH_AHEAD_L2: usize = 16384;
 pub(crate) const L2_PIECE_BLOCKS: usize = 8;
 
 /// Whether the decode products ask for their weights in L2
-/// (`prefetcht2`), each row's lines together before the row is computed,
-/// rather than in L1 a block at a time: on AMD Zen 4 (family `0x19` with
+/// (`prefetcht2`), in pieces of a row or a row at a time (each product's
+/// doc says which), rather than in L1: on AMD Zen 4 (family `0x19` with
 /// AVX-512; Zen 3, the same family without it, keeps the L1 hints it was
 /// measured with), detected once.
 ///
