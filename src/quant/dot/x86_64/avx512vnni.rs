@@ -958,11 +958,10 @@ fn pair_sums(v: __m512i) -> __m256i {
 /// activation rows of `x`.
 ///
 /// Per step of eight columns, each weight row's eight levels are broadcast
-/// to the eight 64-bit slots and one `vpmaddubsw` multiplies them by the
-/// eight activation rows' values (pairs at most `2 * 31 * 128`); a
-/// sub-block's four steps add in `i16` (at most `4 * 7936`, no overflow)
-/// and one `vpmaddwd` by the sub-block's scale widens them into two `i32`
-/// lanes per activation row. Each block's lane pairs are summed into one
+/// to the eight 64-bit slots and one `vpdpbusd` adds their products with
+/// the eight activation rows' values into two `i32` lanes per activation
+/// row (a sub-block's four steps at most `32 * 31 * 128`), and one
+/// `vpmulld` multiplies those by the sub-block's scale. Each block's lane pairs are summed into one
 /// exact integer per (weight row, activation row), the mins' term
 /// likewise from the activation's sums, and the f32 part is the reference's,
 /// lane by lane.
@@ -994,12 +993,13 @@ pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
                 let xv: __m512i = bytemuck::cast(g.qs[s]);
                 for r in 0..4 {
                     let wq = _mm512_set1_epi64(i64::from_le_bytes(q8[r][s]));
-                    t[r] = _mm512_add_epi16(t[r], _mm512_maddubs_epi16(wq, xv));
+                    t[r] = _mm512_dpbusd_epi32(t[r], wq, xv);
                 }
             }
             for r in 0..4 {
-                let sc = _mm512_set1_epi32(wb[r].sc[j]);
-                isum[r] = _mm512_add_epi32(isum[r], _mm512_madd_epi16(t[r], sc));
+                // The scale's upper `i16` half, sign-extended: the scale.
+                let sc = _mm512_set1_epi32(wb[r].sc[j] >> 16);
+                isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(t[r], sc));
             }
         }
         let bs: [__m512i; 2] = [bytemuck::cast(g.bs32[0]), bytemuck::cast(g.bs32[1])];
@@ -1025,7 +1025,10 @@ pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
 }
 
 /// `gemm_q6_reference(w, x)` (`quant::kgroup`), bit for bit (NaN payloads
-/// aside): [`gemm_k4_4x8`]'s shape for Q6_K. A 16-weight sub-block's two
+/// aside): [`gemm_k4_4x8`]'s shape for Q6_K, with `vpmaddubsw` and
+/// `vpmaddwd` (with `vpdpbusd` and a `vpmulld` per sub-block, as there,
+/// prefill of a Q6_K file ran 4-7% slower on an AMD Zen 4 core: twice as
+/// many scale multiplies per step). A 16-weight sub-block's two
 /// steps add in `i16` (levels `0..=63`: at most `2 * 2 * 63 * 128`), its
 /// signed scale widens them, and the levels' offset of 32 comes off as
 /// `32 * sum_j scale_j * sum_j(x)` from the activation's 16-value sums.
@@ -1258,10 +1261,18 @@ fn four_lanes(h: [&[u8; 16]; 4]) -> __m512i {
 
 /// The products of one 32-byte chunk `c` of eight rows' nibbles (sub-block
 /// `2c` in the low nibbles, `2c + 1` in the high ones), times the rows'
-/// scales: `t` holds the chunk's four 64-bit words of each row, transposed
-/// (word `u` of row `r` in slot `r` of `t[u]`), `fifth` the rows' fifth
-/// bits likewise (used if `FIFTH`), `s_lo`/`s_hi` the two sub-blocks'
-/// scales in each row's four `i16` lanes.
+/// scales, as two registers (the low nibbles' and the high ones'): `t`
+/// holds the chunk's four 64-bit words of each row, transposed (word `u`
+/// of row `r` in slot `r` of `t[u]`), `fifth` the rows' fifth bits
+/// likewise (used if `FIFTH`), `s_lo`/`s_hi` the two sub-blocks' scales in
+/// each row's two `i32` lanes.
+///
+/// Per step of eight columns, one `vpdpbusd` per nibble half adds the
+/// slot's four-byte products into its two `i32` lanes. Without fifth bits
+/// the high nibbles are not shifted down: the masked byte (`16 q`, at most
+/// 240) is multiplied as it is, so the second register is sixteen times
+/// the high sub-block's scaled sum (at most `16 * 32 * 15 * 128 * 63`,
+/// far inside `i32`), divided back by the caller once per block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_chunk8<const FIFTH: bool>(
@@ -1271,14 +1282,18 @@ fn k4_chunk8<const FIFTH: bool>(
     x8: &[[u8; 8]; 32],
     s_lo: __m512i,
     s_hi: __m512i,
-) -> __m512i {
+) -> (__m512i, __m512i) {
     let low4 = _mm512_set1_epi8(0x0f);
     let sixteen = _mm512_set1_epi8(16);
     let mut lo = _mm512_setzero_si512();
     let mut hi = _mm512_setzero_si512();
     for u in 0..4 {
         let mut ql = _mm512_and_si512(t[u], low4);
-        let mut qh = _mm512_and_si512(_mm512_srli_epi16::<4>(t[u]), low4);
+        let mut qh = if FIFTH {
+            _mm512_and_si512(_mm512_srli_epi16::<4>(t[u]), low4)
+        } else {
+            _mm512_andnot_si512(low4, t[u])
+        };
         if FIFTH {
             // Bit `j` of a fifth-bits byte is sub-block `j`'s: 16 added to
             // the level where it is set.
@@ -1289,18 +1304,18 @@ fn k4_chunk8<const FIFTH: bool>(
         }
         let xl = _mm512_set1_epi64(i64::from_le_bytes(x8[8 * c + u]));
         let xh = _mm512_set1_epi64(i64::from_le_bytes(x8[8 * c + 4 + u]));
-        lo = _mm512_add_epi16(lo, _mm512_maddubs_epi16(ql, xl));
-        hi = _mm512_add_epi16(hi, _mm512_maddubs_epi16(qh, xh));
+        lo = _mm512_dpbusd_epi32(lo, ql, xl);
+        hi = _mm512_dpbusd_epi32(hi, qh, xh);
     }
-    _mm512_add_epi32(_mm512_madd_epi16(lo, s_lo), _mm512_madd_epi16(hi, s_hi))
+    (_mm512_mullo_epi32(lo, s_lo), _mm512_mullo_epi32(hi, s_hi))
 }
 
 /// Row `r`'s scale of sub-block `j` (word `4r + j % 4` of `sc[j / 4]`)
-/// in its four `i16` lanes.
+/// in both of its `i32` lanes (the odd words zeroed).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
-    _mm512_permutexvar_epi16(bytemuck::cast(SPREAD_SCALE[j % 4]), sc[j / 4])
+    _mm512_maskz_permutexvar_epi16(0x5555_5555, bytemuck::cast(SPREAD_SCALE[j % 4]), sc[j / 4])
 }
 
 /// One block of eight Q4_K or Q5_K rows against one activation block,
@@ -1309,11 +1324,11 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 ///
 /// `heads[r]` is row `r`'s first 16 bytes (`d`, `dmin`, the packed scales),
 /// `qs[r]` its nibbles and, if `FIFTH` (Q5_K), `qh[r]` its fifth bits. Per
-/// 64-bit slot (row), a step of eight columns is one `vpmaddubsw` of the
-/// row's levels by the activation's eight values broadcast; a sub-block's
-/// four steps add in `i16` (at most `4 * 2 * 31 * 128`, no overflow) and
-/// one `vpmaddwd` by the row's scale widens them into the row's two `i32`
-/// lanes. The block's integer sum and its mins' sum per row are exact, so
+/// 64-bit slot (row), a step of eight columns is one `vpdpbusd` of the
+/// row's levels by the activation's eight values broadcast, into the
+/// row's two `i32` lanes (a sub-block's four steps at most
+/// `16 * 31 * 128`), and one `vpmulld` per sub-block multiplies them by
+/// the row's scale (see [`k4_chunk8`]). The block's integer sum and its mins' sum per row are exact, so
 /// they equal the single-row kernel's, and the f32 operations are the same
 /// ones in the same order, lane by lane. (The mins' sum reads the
 /// activation's stored `bsums` in pairs, as `i16`: exact for the sums of
@@ -1414,7 +1429,16 @@ fn k4_rows8_block<const FIFTH: bool>(
         spread_scale(&sc, 6),
         spread_scale(&sc, 7),
     );
-    let isum = _mm512_add_epi32(_mm512_add_epi32(i0, i1), _mm512_add_epi32(i2, i3));
+    let lo = _mm512_add_epi32(_mm512_add_epi32(i0.0, i1.0), _mm512_add_epi32(i2.0, i3.0));
+    let hi = _mm512_add_epi32(_mm512_add_epi32(i0.1, i1.1), _mm512_add_epi32(i2.1, i3.1));
+    // Without fifth bits the high halves' sum is sixteen times theirs
+    // (see `k4_chunk8`): an exact multiple, divided back exactly.
+    let hi = if FIFTH {
+        hi
+    } else {
+        _mm512_srai_epi32::<4>(hi)
+    };
+    let isum = _mm512_add_epi32(lo, hi);
     let dx = _mm256_set1_ps(xb.d);
     let isum = _mm256_cvtepi32_ps(pair_sums(isum));
     let msum = _mm256_cvtepi32_ps(pair_sums(mins));
