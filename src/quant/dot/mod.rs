@@ -2636,7 +2636,8 @@ mod tests {
 
     /// The eight-row Q4_K and Q5_K decode forms at the integer bounds
     /// (every level 15 or 31, every scale and min code 63, activations all
-    /// -128 or all 127, 16 blocks, so a sub-block's `i16` sums reach 31744)
+    /// -128 or all 127, 16 blocks, so a sub-block's sums and Q4_K's
+    /// sixteen-fold high halves reach their largest)
     /// and with raw f16 scales that are NaN, infinite or the smallest
     /// subnormal give each row's single-row bits, and near the exact value.
     #[cfg_attr(miri, ignore = "safe code only under Miri (no token), and slow there")]

@@ -20,8 +20,8 @@
 //! A prefill's batch rows come eight at a time in interleaved groups
 //! (`quant::kgroup`): each 64-bit slot of a register holds one batch row's
 //! eight columns, the weight's eight bytes are broadcast to all of them,
-//! and one `vpdpbusd` (Q8_0, Q4_0) or `vpmaddubsw` (K-quants) serves eight
-//! rows. [`gemm_b32_2x8`], [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each
+//! and one `vpdpbusd` (Q8_0, Q4_0, Q4_K, Q5_K) or `vpmaddubsw` (Q6_K)
+//! serves eight rows. [`gemm_b32_2x8`], [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each
 //! row's integers and float operations those of its single-row kernel, so
 //! they return its bits; the rows left over (fewer than eight) take the
 //! pair and four-row kernels.
