@@ -5,11 +5,13 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapMut};
 
 use super::error::GgufError;
 use super::parse;
-use super::reader::{Gguf, Header};
+use super::reader::{Gguf, Header, TensorInfo, TensorLayout};
+use super::types::GgmlType;
+use crate::quant::QK_K;
 use crate::unsafe_core::mmap::map_read_only;
 
 /// A chunk of the in-memory buffer: 32-byte aligned so that the data
@@ -21,8 +23,10 @@ struct Chunk([u8; 32]);
 
 enum Storage {
     Mapped(Mmap),
-    /// A copy in anonymous memory, advised to use huge pages.
-    Anonymous(Mmap),
+    /// A copy in anonymous memory, advised to use huge pages (writable, so
+    /// that [`GgufFile::pack_q4_k_rows8`] can rearrange it; only `&mut
+    /// GgufFile` can).
+    Anonymous(MmapMut),
     Memory {
         chunks: Vec<Chunk>,
         len: usize,
@@ -32,7 +36,8 @@ enum Storage {
 impl Storage {
     fn bytes(&self) -> &[u8] {
         match self {
-            Storage::Mapped(map) | Storage::Anonymous(map) => map,
+            Storage::Mapped(map) => map,
+            Storage::Anonymous(map) => map,
             Storage::Memory { chunks, len } => &bytemuck::cast_slice(chunks)[..*len],
         }
     }
@@ -152,7 +157,6 @@ impl GgufFile {
         if len >= HUGE_PAGE {
             if let Some(mut map) = huge_page_map(len) {
                 file.read_exact(&mut map).map_err(io)?;
-                let map = map.make_read_only().map_err(io)?;
                 return Self::validated(Storage::Anonymous(map), path);
             }
         }
@@ -216,6 +220,49 @@ impl GgufFile {
     /// Whether the bytes are memory-mapped (from [`open`](Self::open)).
     pub fn is_mapped(&self) -> bool {
         matches!(self.storage, Storage::Mapped(_))
+    }
+
+    /// Packs the rows of every 2-D Q4_K tensor that `pick` accepts, and
+    /// whose rows come in whole groups of eight, eight at a time in memory
+    /// ([`pack_q4_k_rows8`](crate::quant::pack_q4_k_rows8), in place), and
+    /// marks them [`TensorLayout::Q4KRows8`]; returns how many it packed.
+    /// The bytes of a mapped file ([`open`](Self::open)) are the page
+    /// cache's and stay as they are (none packed). What a packed tensor's
+    /// views show is the packed order; its type, shape and size are the
+    /// same.
+    pub(crate) fn pack_q4_k_rows8(&mut self, pick: impl Fn(&TensorInfo) -> bool) -> usize {
+        let data_offset = self.header.data_offset();
+        let bytes: &mut [u8] = match &mut self.storage {
+            Storage::Mapped(_) => return 0,
+            Storage::Anonymous(map) => map,
+            Storage::Memory { chunks, len } => &mut bytemuck::cast_slice_mut(chunks)[..*len],
+        };
+        let mut packed = 0;
+        for info in self.header.tensors_mut() {
+            let [cols, _rows] = info.dims[..] else {
+                continue;
+            };
+            if info.ggml_type != GgmlType::Q4_K || info.layout != TensorLayout::File || !pick(info)
+            {
+                continue;
+            }
+            // Validated at parse time: the data lies inside the file.
+            let range = data_offset
+                .checked_add(info.offset)
+                .and_then(|start| Some((start, start.checked_add(info.n_bytes)?)))
+                .and_then(|(a, b)| Some(usize::try_from(a).ok()?..usize::try_from(b).ok()?));
+            let (Some(data), Ok(nb)) = (
+                range.and_then(|r| bytes.get_mut(r)),
+                usize::try_from(cols / QK_K as u64),
+            ) else {
+                continue;
+            };
+            if crate::quant::q4_k_x8::pack_in_place(data, nb) {
+                info.layout = TensorLayout::Q4KRows8;
+                packed += 1;
+            }
+        }
+        packed
     }
 }
 

@@ -48,7 +48,7 @@ mod writer;
 
 pub use error::{GgufError, WriteError};
 pub use file::GgufFile;
-pub use reader::{Gguf, Header, TensorInfo};
+pub use reader::{Gguf, Header, TensorInfo, TensorLayout};
 pub use types::GgmlType;
 pub use value::{Array, Metadata, Value, ValueType};
 pub use writer::{TensorStream, Writer};

@@ -519,6 +519,7 @@ fn parse_tensor_info(
         offset,
         n_elements,
         n_bytes,
+        layout: super::reader::TensorLayout::File,
     })
 }
 

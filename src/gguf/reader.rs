@@ -34,6 +34,26 @@ pub struct TensorInfo {
     pub n_elements: u64,
     /// Bytes of data.
     pub n_bytes: u64,
+    /// How the data's blocks are ordered: as written
+    /// ([`TensorLayout::File`]), unless the [`GgufFile`](super::GgufFile)
+    /// holding it rearranged them in memory for a kernel
+    /// ([`Model`](crate::model::Model) does, for the AVX-512 eight-row
+    /// Q4_K decode kernel).
+    pub layout: TensorLayout,
+}
+
+/// The order of a tensor's blocks in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TensorLayout {
+    /// As in the file: row-major blocks.
+    #[default]
+    File,
+    /// A Q4_K matrix's rows packed eight at a time
+    /// ([`BlockQ4Kx8`](crate::quant::BlockQ4Kx8); the tensor's
+    /// [`data_of`](Gguf::data_of) bytes are
+    /// [`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix) ones).
+    Q4KRows8,
 }
 
 /// Everything parsed from a file except the tensor data: version,
@@ -69,6 +89,11 @@ impl Header {
             data_offset,
             file_len,
         }
+    }
+
+    /// The tensor infos, for the owning file to record a changed layout.
+    pub(crate) fn tensors_mut(&mut self) -> &mut [TensorInfo] {
+        &mut self.tensors
     }
 
     /// The GGUF version (2 or 3).

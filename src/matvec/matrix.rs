@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::quant::{BlockQ8_0, WeightBlock};
+use crate::quant::{BlockQ4K, BlockQ4Kx8, BlockQ8_0, WeightBlock, PACK_ROWS};
 
 /// Why a matrix view or a product was rejected.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -47,6 +47,16 @@ pub enum ShapeError {
         size: usize,
         /// The type's name.
         name: &'static str,
+    },
+    /// A matrix of rows packed in groups (eight Q4_K rows per
+    /// [`BlockQ4Kx8`](crate::quant::BlockQ4Kx8)) has a whole number of
+    /// groups.
+    #[error("{rows} rows is not a multiple of the {group}-row packing")]
+    RowsNotGroupMultiple {
+        /// The rejected row count.
+        rows: usize,
+        /// Rows per group.
+        group: usize,
     },
     /// The input vector (or each batch row) does not have `cols` values.
     #[error("input has {got} values per row, the matrix has {expected} columns")]
@@ -334,5 +344,120 @@ mod tests {
             }
         );
         assert!(F32Matrix::new(&[], 0, usize::MAX).is_ok());
+    }
+}
+
+/// A Q4_K matrix of `rows x cols` weights whose rows are packed eight at a
+/// time ([`BlockQ4Kx8`]: block `b` of rows `8g..8g + 8` is element
+/// `g * cols / 256 + b`), borrowed and validated once at construction.
+///
+/// The same weights as the row-major Q4_K matrix it was packed from
+/// ([`pack_q4_k_rows8`](crate::quant::pack_q4_k_rows8)), and every
+/// product over it gives that matrix's bits; only the order of the bytes
+/// differs, the one the AVX-512 eight-row decode kernel reads.
+///
+/// ```
+/// use inferno_cpu::matvec::PackedQ4KMatrix;
+/// use inferno_cpu::quant::{pack_q4_k_rows8, quantize_row_q4_k};
+/// let w: Vec<_> = (0..16 * 256).map(|i| (i % 7) as f32 - 3.0).collect();
+/// let rows = quantize_row_q4_k(&w)?; // 16 rows of 256
+/// let packed = pack_q4_k_rows8(&rows, 1);
+/// let m = PackedQ4KMatrix::new(&packed, 16, 256)?;
+/// assert_eq!((m.rows(), m.cols(), m.group(1).len()), (16, 256, 1));
+/// assert_eq!(m.row_block(9, 0), rows[9]);
+/// assert!(PackedQ4KMatrix::new(&packed, 12, 256).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct PackedQ4KMatrix<'a> {
+    groups: BlockMatrix<'a, BlockQ4Kx8>,
+}
+
+impl<'a> PackedQ4KMatrix<'a> {
+    /// Views `blocks` as a packed `rows x cols` Q4_K matrix.
+    ///
+    /// # Errors
+    ///
+    /// [`ShapeError::RowsNotGroupMultiple`] unless `rows` is a multiple of
+    /// eight; otherwise as [`BlockMatrix::new`].
+    pub fn new(blocks: &'a [BlockQ4Kx8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        if !rows.is_multiple_of(PACK_ROWS) {
+            return Err(ShapeError::RowsNotGroupMultiple {
+                rows,
+                group: PACK_ROWS,
+            });
+        }
+        Ok(Self {
+            groups: BlockMatrix::new(blocks, rows / PACK_ROWS, cols)?,
+        })
+    }
+
+    /// Views packed bytes (a GGUF tensor packed in place) as a `rows x
+    /// cols` matrix.
+    ///
+    /// # Errors
+    ///
+    /// [`ShapeError::Bytes`] if `bytes` is not a whole number of packed
+    /// blocks; otherwise as [`new`](Self::new).
+    pub fn from_bytes(bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+        let size = core::mem::size_of::<BlockQ4Kx8>();
+        let blocks = bytemuck::try_cast_slice(bytes).map_err(|_| ShapeError::Bytes {
+            len: bytes.len(),
+            size,
+            name: "packed Q4_K",
+        })?;
+        Self::new(blocks, rows, cols)
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.groups.rows() * PACK_ROWS
+    }
+
+    /// Input columns.
+    pub fn cols(&self) -> usize {
+        self.groups.cols()
+    }
+
+    /// Blocks per row (and per group).
+    pub fn blocks_per_row(&self) -> usize {
+        self.groups.blocks_per_row()
+    }
+
+    /// Bytes of weights.
+    pub fn bytes(&self) -> usize {
+        self.groups.bytes()
+    }
+
+    /// The packed blocks of rows `8g..8g + 8`.
+    ///
+    /// # Panics
+    ///
+    /// If `g >= rows / 8`.
+    pub fn group(&self, g: usize) -> &'a [BlockQ4Kx8] {
+        self.groups.row(g)
+    }
+
+    /// Block `b` of row `r`, unpacked.
+    ///
+    /// # Panics
+    ///
+    /// If `r` or `b` is out of range.
+    pub fn row_block(&self, r: usize, b: usize) -> BlockQ4K {
+        self.group(r / PACK_ROWS)[b].row(r % PACK_ROWS)
+    }
+
+    /// Rows `range`, unpacked into row-major blocks.
+    ///
+    /// # Panics
+    ///
+    /// If `range` is out of range.
+    pub fn unpack_rows(&self, range: std::ops::Range<usize>) -> Vec<BlockQ4K> {
+        let nb = self.blocks_per_row();
+        let mut out = Vec::with_capacity(range.len() * nb);
+        for r in range {
+            out.extend((0..nb).map(|b| self.row_block(r, b)));
+        }
+        out
     }
 }

@@ -70,7 +70,7 @@ pub use chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 pub use config::Qwen3Config;
 pub use error::ModelError;
 pub use generate::{Stats, StopReason};
-pub use handle::{Model, ModelRef};
+pub use handle::{pack_for_decode, Model, ModelRef};
 pub use kv_cache::KvDtype;
 pub use session::{Session, SessionOptions, DEFAULT_MAX_POSITIONS, PREFILL_CHUNK};
 pub use trace::{Op, Trace};

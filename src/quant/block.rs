@@ -113,6 +113,14 @@ impl WeightBlock for super::BlockQ4K {
     const NAME: &'static str = "Q4_K";
 }
 
+/// A packed block covers 256 columns of each of eight rows: a
+/// [`BlockMatrix`](crate::matvec::BlockMatrix) of them is one row per
+/// group of eight (see [`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix)).
+impl WeightBlock for super::BlockQ4Kx8 {
+    const WEIGHTS: usize = super::QK_K;
+    const NAME: &'static str = "Q4_K";
+}
+
 impl WeightBlock for super::BlockQ5K {
     const WEIGHTS: usize = super::QK_K;
     const NAME: &'static str = "Q5_K";

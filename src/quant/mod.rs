@@ -91,6 +91,7 @@ pub(crate) mod kcommon;
 pub(crate) mod kgroup;
 pub(crate) mod q4_0;
 pub(crate) mod q4_k;
+pub(crate) mod q4_k_x8;
 pub(crate) mod q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_k;
@@ -109,6 +110,7 @@ pub use q4_k::{
     dequantize_row_q4_k, dequantize_row_q4_k_into, dot_q4_k_q8_k, quantize_block_q4_k,
     quantize_row_q4_k, quantize_row_q4_k_into, BlockQ4K,
 };
+pub use q4_k_x8::{pack_q4_k_rows8, BlockQ4Kx8, PACK_ROWS};
 pub use q5_k::{
     dequantize_row_q5_k, dequantize_row_q5_k_into, dot_q5_k_q8_k, quantize_block_q5_k,
     quantize_row_q5_k, quantize_row_q5_k_into, BlockQ5K,

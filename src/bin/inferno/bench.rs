@@ -112,7 +112,8 @@ fn measure(
 
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
 pub fn run(plan: &Plan) -> Result<(), CliError> {
-    let (path, file) = plan.model.open()?;
+    let (path, mut file) = plan.model.open()?;
+    inferno_cpu::model::pack_for_decode(&mut file);
     let gguf = file.gguf();
     let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
     let c = &model.config;

@@ -104,7 +104,8 @@ fn type_mix(ps: &[Product<'_>]) -> String {
 
 /// Runs the sweep over the file of `model` and prints its table.
 pub fn run(model: &ModelArgs, thread_counts: &[usize], tokens: usize) -> Result<(), CliError> {
-    let (path, file) = model.open()?;
+    let (path, mut file) = model.open()?;
+    inferno_cpu::model::pack_for_decode(&mut file);
     let gguf = file.gguf();
     let qwen = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
     let mut ps = products(&qwen)?;

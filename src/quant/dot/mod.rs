@@ -79,6 +79,7 @@ use super::kgroup::{
 };
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
+use super::q4_k_x8::BlockQ4Kx8;
 use super::q5_k::BlockQ5K;
 use super::q6_k::BlockQ6K;
 use super::q8_k::BlockQ8K;
@@ -946,6 +947,37 @@ impl Dispatch {
                 assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
                 self.dot_q4_k(wr, x)
             }),
+        }
+    }
+
+    /// [`dot_q4_k_rows8`](Self::dot_q4_k_rows8) of eight rows packed
+    /// ([`BlockQ4Kx8`]): `dot_q4_k` of each row, bit for bit (NaN payloads
+    /// aside). On AVX-512 VNNI one pass over the packed blocks as they lie;
+    /// elsewhere each row unpacked into a scratch row this thread keeps
+    /// (allocated on its first call), then this kernel's `dot_q4_k`.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
+    #[inline]
+    pub(crate) fn dot_q4_k_packed8(self, w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q4_k_packed8(w, x),
+            _ => {
+                assert_eq!(w.len(), x.len(), "dot_q4_k_packed8: block counts differ");
+                std::thread_local! {
+                    static ROW: std::cell::RefCell<Vec<BlockQ4K>> =
+                        const { std::cell::RefCell::new(Vec::new()) };
+                }
+                ROW.with_borrow_mut(|row| {
+                    core::array::from_fn(|r| {
+                        row.clear();
+                        row.extend(w.iter().map(|b| b.row(r)));
+                        self.dot_q4_k(row, x)
+                    })
+                })
+            }
         }
     }
 
@@ -2970,6 +3002,61 @@ mod tests {
                 }
             });
         }
+    }
+
+    /// Every kernel's product of eight packed Q4_K rows
+    /// (`dot_q4_k_packed8`) gives each row's `dot_q4_k` bits, for eight
+    /// rows of any bytes (every level, scale and min code, NaN and
+    /// infinite scales) and 0 to 13 blocks, under each hint loop; a packed
+    /// row shorter than the activation panics.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn packed_q4_k_equals_dot_q4_k() {
+        use crate::quant::pack_q4_k_rows8;
+        use proptest::prelude::*;
+        let case = (0usize..=13).prop_flat_map(|nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 8 * nb * 144),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for hints in [0u8, 1, 2] {
+                #[cfg(target_arch = "x86_64")]
+                x86_64::TO_L2_IN_TESTS.store(hints, std::sync::atomic::Ordering::Relaxed);
+                if hints > 0 && !cfg!(target_arch = "x86_64") {
+                    continue;
+                }
+                proptest!(ProptestConfig::with_cases(48), |((nb, wraw, xraw, ds) in case.clone())| {
+                    let (_, _, _, xs) = k_operands(nb, &xraw, &xraw, &ds);
+                    let x = &xs[0];
+                    let w: Vec<BlockQ4K> = (0..8 * nb)
+                        .map(|b| bytemuck::pod_read_unaligned(&wraw[b * 144..(b + 1) * 144]))
+                        .collect();
+                    if nb == 0 {
+                        prop_assert!(k.dot_q4_k_packed8(&[], x).iter().all(|&v| v == 0.0));
+                        return Ok(());
+                    }
+                    let packed = pack_q4_k_rows8(&w, nb);
+                    let got = k.dot_q4_k_packed8(&packed, x);
+                    for (r, &g) in got.iter().enumerate() {
+                        let want = k.dot_q4_k(&w[r * nb..(r + 1) * nb], x);
+                        prop_assert!(same(g, want), "{:?} row {}: {} vs {}", kernel, r, g, want);
+                    }
+                    let short = std::panic::catch_unwind(|| k.dot_q4_k_packed8(&packed[1..], x));
+                    prop_assert!(short.is_err());
+                });
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        x86_64::TO_L2_IN_TESTS.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The VNNI K-quant kernels give the AVX2 kernels' bits, single-row

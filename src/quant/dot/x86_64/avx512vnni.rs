@@ -40,6 +40,7 @@ use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q4_k_x8::BlockQ4Kx8;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
@@ -960,8 +961,8 @@ fn pair_sums(v: __m512i) -> __m256i {
 /// Per step of eight columns, each weight row's eight levels are broadcast
 /// to the eight 64-bit slots and one `vpdpbusd` adds their products with
 /// the eight activation rows' values into two `i32` lanes per activation
-/// row (a sub-block's four steps at most `32 * 31 * 128`), and one
-/// `vpmulld` multiplies those by the sub-block's scale. Each block's lane pairs are summed into one
+/// row (a sub-block's four steps at most `16 * 31 * 128` per lane), and
+/// one `vpmulld` multiplies those by the sub-block's scale. Each block's lane pairs are summed into one
 /// exact integer per (weight row, activation row), the mins' term
 /// likewise from the activation's sums, and the f32 part is the reference's,
 /// lane by lane.
@@ -1271,7 +1272,8 @@ fn four_lanes(h: [&[u8; 16]; 4]) -> __m512i {
 /// slot's four-byte products into its two `i32` lanes. Without fifth bits
 /// the high nibbles are not shifted down: the masked byte (`16 q`, at most
 /// 240) is multiplied as it is, so the second register is sixteen times
-/// the high sub-block's scaled sum (at most `16 * 32 * 15 * 128 * 63`,
+/// the high sub-block's scaled sum (per `i32` lane at most `16 * 240 *
+/// 128 * 63`, about 31 million, and four chunks' sum about 124 million:
 /// far inside `i32`), divided back by the caller once per block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
@@ -1322,8 +1324,11 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 /// added to the rows' running sums (lane `r` of `acc`/`acc_min` is row
 /// `r`'s `acc`/`acc_min` of `k_kernels!`'s `k4_step`).
 ///
-/// `heads[r]` is row `r`'s first 16 bytes (`d`, `dmin`, the packed scales),
-/// `qs[r]` its nibbles and, if `FIFTH` (Q5_K), `qh[r]` its fifth bits. Per
+/// `ha`/`hb` hold rows 0-3 and 4-7's first 16 bytes (`d`, `dmin`, the
+/// packed scales) in their 128-bit lanes, `t0`/`t1` the two 64-byte halves
+/// of the rows' nibbles transposed (word `u` of row `r` in slot `r` of
+/// `t_h[u]`: [`rows8_registers`], or a packed block as it is) and, if
+/// `FIFTH` (Q5_K), `qh[r]` row `r`'s fifth bits. Per
 /// 64-bit slot (row), a step of eight columns is one `vpdpbusd` of the
 /// row's levels by the activation's eight values broadcast, into the
 /// row's two `i32` lanes (a sub-block's four steps at most
@@ -1337,16 +1342,14 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_rows8_block<const FIFTH: bool>(
-    heads: [&[u8; 16]; 8],
-    qs: [&[u8; 128]; 8],
+    [ha, hb]: [__m512i; 2],
+    [t0, t1]: [[__m512i; 8]; 2],
     qh: [&[u8; 32]; 8],
     xb: &BlockQ8K,
     acc: &mut __m256,
     acc_min: &mut __m256,
 ) {
     // Heads: d and dmin of the eight rows, then their scales and mins.
-    let ha = four_lanes([heads[0], heads[1], heads[2], heads[3]]);
-    let hb = four_lanes([heads[4], heads[5], heads[6], heads[7]]);
     let dd = _mm512_castsi512_si256(_mm512_permutex2var_epi32(
         ha,
         bytemuck::cast(GATHER_SCALES),
@@ -1386,16 +1389,7 @@ fn k4_rows8_block<const FIFTH: bool>(
         fifth = transpose_words(rows);
     }
     let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
-    // The nibbles, 64 bytes (chunks 2h and 2h + 1) of each row at a time.
-    let mut halves = [[_mm512_setzero_si512(); 8]; 2];
-    for (h, half) in halves.iter_mut().enumerate() {
-        let mut rows = [_mm512_setzero_si512(); 8];
-        for (row, q) in rows.iter_mut().zip(qs) {
-            *row = bytemuck::cast(q.as_chunks::<64>().0[h]);
-        }
-        *half = transpose_words(rows);
-    }
-    let [t0, t1] = halves;
+
     let chunk = |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
     let i0 = k4_chunk8::<FIFTH>(
         chunk(&t0, 0),
@@ -1444,6 +1438,29 @@ fn k4_rows8_block<const FIFTH: bool>(
     let msum = _mm256_cvtepi32_ps(pair_sums(mins));
     *acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), isum, *acc);
     *acc_min = _mm256_sub_ps(*acc_min, _mm256_mul_ps(_mm256_mul_ps(dmin, dx), msum));
+}
+
+/// [`k4_rows8_block`]'s registers from eight rows' blocks in GGML's
+/// layout: the heads gathered four to a register, the nibbles transposed
+/// (48 shuffles; a packed block, [`BlockQ4Kx8`], already holds them so).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn rows8_registers(
+    heads: [&[u8; 16]; 8],
+    qs: [&[u8; 128]; 8],
+) -> ([__m512i; 2], [[__m512i; 8]; 2]) {
+    let ha = four_lanes([heads[0], heads[1], heads[2], heads[3]]);
+    let hb = four_lanes([heads[4], heads[5], heads[6], heads[7]]);
+    // The nibbles, 64 bytes (chunks 2h and 2h + 1) of each row at a time.
+    let mut halves = [[_mm512_setzero_si512(); 8]; 2];
+    for (h, half) in halves.iter_mut().enumerate() {
+        let mut rows = [_mm512_setzero_si512(); 8];
+        for (row, q) in rows.iter_mut().zip(qs) {
+            *row = bytemuck::cast(q.as_chunks::<64>().0[h]);
+        }
+        *half = transpose_words(rows);
+    }
+    ([ha, hb], halves)
 }
 
 /// Asks for the slice of the group of eight rows after next (the rows two
@@ -1502,7 +1519,8 @@ pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
         prefetch_rows8(w, b, to_l2);
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(&w[r][b])[0]);
         let qs = core::array::from_fn(|r| &w[r][b].qs);
-        k4_rows8_block::<false>(heads, qs, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
+        let (h, t) = rows8_registers(heads, qs);
+        k4_rows8_block::<false>(h, t, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
@@ -1525,7 +1543,45 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 11]>(&w[r][b])[0]);
         let qs = core::array::from_fn(|r| &w[r][b].qs);
         let qh = core::array::from_fn(|r| &w[r][b].qh);
-        k4_rows8_block::<true>(heads, qs, qh, xb, &mut acc, &mut acc_min);
+        let (h, t) = rows8_registers(heads, qs);
+        k4_rows8_block::<true>(h, t, qh, xb, &mut acc, &mut acc_min);
+    }
+    bytemuck::cast(_mm256_add_ps(acc, acc_min))
+}
+
+/// [`dot_q4_k_rows8`] of eight rows packed ([`BlockQ4Kx8`]): each row's
+/// `dot_q4_k`, bit for bit (NaN payloads aside). A packed block is the
+/// registers [`k4_rows8_block`] takes, loaded as they are, and a group's
+/// blocks lie in order, so a product reads its matrix front to back; the
+/// hints ask for the group after next, [`prefetch_rows8`]'s distance.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+    assert_eq!(w.len(), x.len(), "dot_q4_k_packed8: block counts differ");
+    const BLOCK: usize = core::mem::size_of::<BlockQ4Kx8>();
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    let to_l2 = super::weights_to_l2();
+    let ahead = 2 * core::mem::size_of_val(w);
+    for (b, (wb, xb)) in w.iter().zip(x).enumerate() {
+        let mut line = ahead + b * BLOCK;
+        while line < ahead + (b + 1) * BLOCK {
+            if to_l2 {
+                crate::unsafe_core::prefetch::prefetch_read_l2(w, line);
+            } else {
+                crate::unsafe_core::prefetch::prefetch_read(w, line);
+            }
+            line += 64;
+        }
+        let heads: &[[u8; 64]; 2] = bytemuck::cast_ref(&wb.heads);
+        let h = [bytemuck::cast(heads[0]), bytemuck::cast(heads[1])];
+        let t = core::array::from_fn(|half| {
+            core::array::from_fn(|u| bytemuck::cast::<_, __m512i>(wb.qs[8 * half + u]))
+        });
+        k4_rows8_block::<false>(h, t, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
