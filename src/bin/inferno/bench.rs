@@ -113,7 +113,14 @@ fn measure(
 /// Runs the plan: progress on stderr, the table (or JSON lines) on stdout.
 pub fn run(plan: &Plan) -> Result<(), CliError> {
     let (path, mut file) = plan.model.open()?;
-    inferno_cpu::model::pack_for_decode(&mut file);
+    let started = std::time::Instant::now();
+    let packed = inferno_cpu::model::pack_for_decode(&mut file);
+    if packed > 0 {
+        eprintln!(
+            "packed {packed} Q4_K matrices eight rows at a time for the AVX-512 kernel ({:.0} ms)",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
     let gguf = file.gguf();
     let model = Qwen3::load(&gguf).map_err(|e| CliError::at(&path, e))?;
     let c = &model.config;
