@@ -40,33 +40,43 @@ fn packed_names(model: &Model) -> Vec<String> {
     let gguf = model.file().gguf();
     gguf.tensors()
         .iter()
-        .filter(|t| t.layout == TensorLayout::Q4KRows8)
+        .filter(|t| t.layout != TensorLayout::File)
         .map(|t| t.name.clone())
         .collect()
 }
 
-/// A Q4_K_M model read through `Model` packs its layers' Q4_K projections
-/// (and nothing else) where the CPU runs the eight-row kernel, and gives
-/// the unpacked file's logits bit for bit on every backend.
+/// A Q4_K_M or Q5_K_M model read through `Model` packs its layers' Q4_K
+/// or Q5_K projections (and nothing else) where the CPU runs the
+/// eight-row kernel, and gives the unpacked file's logits bit for bit on
+/// every backend.
 #[test]
 fn packed_projections_give_the_file_s_bits() {
-    let bytes = model_bytes(&SynthConfig::small().with_file_type(FileType::Q4KM), 5).unwrap();
+    for file_type in [FileType::Q4KM, FileType::Q5KM] {
+        check_packed(file_type);
+    }
+}
+
+fn check_packed(file_type: FileType) {
+    let bytes = model_bytes(&SynthConfig::small().with_file_type(file_type), 5).unwrap();
     let gguf = Gguf::parse(&bytes).unwrap();
     let plain = Qwen3::load(&gguf).unwrap();
     let model = Model::from_bytes(&bytes).unwrap();
     let packed = packed_names(&model);
     if Kernel::selected() == Kernel::Avx512Vnni {
-        assert!(!packed.is_empty(), "nothing packed");
+        assert!(!packed.is_empty(), "{file_type:?}: nothing packed");
         assert!(matches!(
             model.qwen3().weights.layers[0].q,
-            Weight::Q4KPacked(_)
+            Weight::Q4KPacked(_) | Weight::Q5KPacked(_)
         ));
     } else {
         assert!(packed.is_empty(), "{packed:?}");
     }
     for name in &packed {
         let info = gguf.tensor(name).unwrap();
-        assert!(name.starts_with("blk.") && info.dims[1].is_multiple_of(8), "{name}");
+        assert!(
+            name.starts_with("blk.") && info.dims[1].is_multiple_of(8),
+            "{name}"
+        );
     }
     for (name, threads) in [
         ("scalar", 1),
@@ -80,7 +90,7 @@ fn packed_projections_give_the_file_s_bits() {
             let b = || AnyBackend::new(name, threads).unwrap();
             assert!(
                 logits(&plain, b(), prefill) == logits(model.qwen3(), b(), prefill),
-                "{name} x{threads}, prefill {prefill}"
+                "{file_type:?}: {name} x{threads}, prefill {prefill}"
             );
         }
     }

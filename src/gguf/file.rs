@@ -24,7 +24,7 @@ struct Chunk([u8; 32]);
 enum Storage {
     Mapped(Mmap),
     /// A copy in anonymous memory, advised to use huge pages (writable, so
-    /// that [`GgufFile::pack_q4_k_rows8`] can rearrange it; only `&mut
+    /// that [`GgufFile::pack_rows8`] can rearrange it; only `&mut
     /// GgufFile` can).
     Anonymous(MmapMut),
     Memory {
@@ -222,15 +222,17 @@ impl GgufFile {
         matches!(self.storage, Storage::Mapped(_))
     }
 
-    /// Packs the rows of every 2-D Q4_K tensor that `pick` accepts, and
-    /// whose rows come in whole groups of eight, eight at a time in memory
-    /// ([`pack_q4_k_rows8`](crate::quant::pack_q4_k_rows8), in place), and
-    /// marks them [`TensorLayout::Q4KRows8`]; returns how many it packed.
-    /// The bytes of a mapped file ([`open`](Self::open)) are the page
-    /// cache's and stay as they are (none packed). What a packed tensor's
-    /// views show is the packed order; its type, shape and size are the
-    /// same.
-    pub(crate) fn pack_q4_k_rows8(&mut self, pick: impl Fn(&TensorInfo) -> bool) -> usize {
+    /// Packs the rows of every 2-D Q4_K and Q5_K tensor that `pick`
+    /// accepts, and whose rows come in whole groups of eight, eight at a
+    /// time in memory ([`pack_rows8`](crate::quant::pack_rows8), in place),
+    /// and marks them [`TensorLayout::Q4KRows8`] or
+    /// [`TensorLayout::Q5KRows8`]; returns how many it packed. The bytes of
+    /// a mapped file ([`open`](Self::open)) are the page cache's and stay
+    /// as they are (none packed). What a packed tensor's views show is the
+    /// packed order; its type, shape and size are the same.
+    pub(crate) fn pack_rows8(&mut self, pick: impl Fn(&TensorInfo) -> bool) -> usize {
+        use crate::quant::packed::pack_in_place;
+        use crate::quant::{BlockQ4Kx8, BlockQ5Kx8};
         let data_offset = self.header.data_offset();
         let bytes: &mut [u8] = match &mut self.storage {
             Storage::Mapped(_) => return 0,
@@ -242,8 +244,12 @@ impl GgufFile {
             let [cols, _rows] = info.dims[..] else {
                 continue;
             };
-            if info.ggml_type != GgmlType::Q4_K || info.layout != TensorLayout::File || !pick(info)
-            {
+            let layout = match info.ggml_type {
+                GgmlType::Q4_K => TensorLayout::Q4KRows8,
+                GgmlType::Q5_K => TensorLayout::Q5KRows8,
+                _ => continue,
+            };
+            if info.layout != TensorLayout::File || !pick(info) {
                 continue;
             }
             // Validated at parse time: the data lies inside the file.
@@ -257,8 +263,12 @@ impl GgufFile {
             ) else {
                 continue;
             };
-            if crate::quant::q4_k_x8::pack_in_place(data, nb) {
-                info.layout = TensorLayout::Q4KRows8;
+            let done = match layout {
+                TensorLayout::Q4KRows8 => pack_in_place::<BlockQ4Kx8>(data, nb),
+                _ => pack_in_place::<BlockQ5Kx8>(data, nb),
+            };
+            if done {
+                info.layout = layout;
                 packed += 1;
             }
         }

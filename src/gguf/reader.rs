@@ -38,7 +38,7 @@ pub struct TensorInfo {
     /// ([`TensorLayout::File`]), unless the [`GgufFile`](super::GgufFile)
     /// holding it rearranged them in memory for a kernel
     /// ([`Model`](crate::model::Model) does, for the AVX-512 eight-row
-    /// Q4_K decode kernel).
+    /// Q4_K and Q5_K decode kernel).
     pub layout: TensorLayout,
 }
 
@@ -54,6 +54,9 @@ pub enum TensorLayout {
     /// [`data_of`](Gguf::data_of) bytes are
     /// [`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix) ones).
     Q4KRows8,
+    /// A Q5_K matrix's rows packed eight at a time
+    /// ([`BlockQ5Kx8`](crate::quant::BlockQ5Kx8)).
+    Q5KRows8,
 }
 
 /// Everything parsed from a file except the tensor data: version,

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::quant::{BlockQ4K, BlockQ4Kx8, BlockQ8_0, WeightBlock, PACK_ROWS};
+use crate::quant::{BlockQ4Kx8, BlockQ5Kx8, BlockQ8_0, PackedBlock, WeightBlock, PACK_ROWS};
 
 /// Why a matrix view or a product was rejected.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -347,14 +347,15 @@ mod tests {
     }
 }
 
-/// A Q4_K matrix of `rows x cols` weights whose rows are packed eight at a
-/// time ([`BlockQ4Kx8`]: block `b` of rows `8g..8g + 8` is element
-/// `g * cols / 256 + b`), borrowed and validated once at construction.
+/// A Q4_K or Q5_K matrix of `rows x cols` weights whose rows are packed
+/// eight at a time ([`PackedBlock`]: block `b` of rows `8g..8g + 8` is
+/// element `g * cols / 256 + b`), borrowed and validated once at
+/// construction.
 ///
-/// The same weights as the row-major Q4_K matrix it was packed from
-/// ([`pack_q4_k_rows8`](crate::quant::pack_q4_k_rows8)), and every
-/// product over it gives that matrix's bits; only the order of the bytes
-/// differs, the one the AVX-512 eight-row decode kernel reads.
+/// The same weights as the row-major matrix it was packed from
+/// ([`pack_rows8`](crate::quant::pack_rows8)), and every product over it
+/// gives that matrix's bits; only the order of the bytes differs, the one
+/// the AVX-512 eight-row decode kernel reads.
 ///
 /// ```
 /// use inferno_cpu::matvec::PackedQ4KMatrix;
@@ -368,19 +369,33 @@ mod tests {
 /// assert!(PackedQ4KMatrix::new(&packed, 12, 256).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Copy, Debug)]
-pub struct PackedQ4KMatrix<'a> {
-    groups: BlockMatrix<'a, BlockQ4Kx8>,
+#[derive(Debug)]
+pub struct PackedMatrix<'a, P> {
+    groups: BlockMatrix<'a, P>,
 }
 
-impl<'a> PackedQ4KMatrix<'a> {
-    /// Views `blocks` as a packed `rows x cols` Q4_K matrix.
+impl<P> Clone for PackedMatrix<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for PackedMatrix<'_, P> {}
+
+/// Q4_K rows packed eight at a time.
+pub type PackedQ4KMatrix<'a> = PackedMatrix<'a, BlockQ4Kx8>;
+
+/// Q5_K rows packed eight at a time.
+pub type PackedQ5KMatrix<'a> = PackedMatrix<'a, BlockQ5Kx8>;
+
+impl<'a, P: PackedBlock> PackedMatrix<'a, P> {
+    /// Views `blocks` as a packed `rows x cols` matrix.
     ///
     /// # Errors
     ///
     /// [`ShapeError::RowsNotGroupMultiple`] unless `rows` is a multiple of
     /// eight; otherwise as [`BlockMatrix::new`].
-    pub fn new(blocks: &'a [BlockQ4Kx8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
+    pub fn new(blocks: &'a [P], rows: usize, cols: usize) -> Result<Self, ShapeError> {
         if !rows.is_multiple_of(PACK_ROWS) {
             return Err(ShapeError::RowsNotGroupMultiple {
                 rows,
@@ -400,11 +415,10 @@ impl<'a> PackedQ4KMatrix<'a> {
     /// [`ShapeError::Bytes`] if `bytes` is not a whole number of packed
     /// blocks; otherwise as [`new`](Self::new).
     pub fn from_bytes(bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self, ShapeError> {
-        let size = core::mem::size_of::<BlockQ4Kx8>();
         let blocks = bytemuck::try_cast_slice(bytes).map_err(|_| ShapeError::Bytes {
             len: bytes.len(),
-            size,
-            name: "packed Q4_K",
+            size: core::mem::size_of::<P>(),
+            name: P::NAME,
         })?;
         Self::new(blocks, rows, cols)
     }
@@ -434,7 +448,7 @@ impl<'a> PackedQ4KMatrix<'a> {
     /// # Panics
     ///
     /// If `g >= rows / 8`.
-    pub fn group(&self, g: usize) -> &'a [BlockQ4Kx8] {
+    pub fn group(&self, g: usize) -> &'a [P] {
         self.groups.row(g)
     }
 
@@ -443,7 +457,7 @@ impl<'a> PackedQ4KMatrix<'a> {
     /// # Panics
     ///
     /// If `r` or `b` is out of range.
-    pub fn row_block(&self, r: usize, b: usize) -> BlockQ4K {
+    pub fn row_block(&self, r: usize, b: usize) -> P::Row {
         self.group(r / PACK_ROWS)[b].row(r % PACK_ROWS)
     }
 
@@ -452,7 +466,7 @@ impl<'a> PackedQ4KMatrix<'a> {
     /// # Panics
     ///
     /// If `range` is out of range.
-    pub fn unpack_rows(&self, range: std::ops::Range<usize>) -> Vec<BlockQ4K> {
+    pub fn unpack_rows(&self, range: std::ops::Range<usize>) -> Vec<P::Row> {
         let nb = self.blocks_per_row();
         let mut out = Vec::with_capacity(range.len() * nb);
         for r in range {

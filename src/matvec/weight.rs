@@ -24,12 +24,12 @@ use crate::quant::kgroup::{
     B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT,
 };
 use crate::quant::{
-    ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, BlockQ8K, QuantizedBatch, QuantizedVector,
-    PACK_ROWS,
+    ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
+    QuantizedVector, PACK_ROWS,
 };
 use crate::unsafe_core::prefetch::prefetch_read;
 
-use super::{BlockMatrix, PackedQ4KMatrix, Q8Matrix, ShapeError};
+use super::{BlockMatrix, PackedMatrix, PackedQ4KMatrix, PackedQ5KMatrix, Q8Matrix, ShapeError};
 
 /// A weight matrix of any type this crate runs, borrowed.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +44,9 @@ pub enum Weight<'a> {
     /// the same weights and results as [`Weight::Q4K`], in the order the
     /// AVX-512 eight-row decode kernel reads).
     Q4KPacked(PackedQ4KMatrix<'a>),
+    /// GGML Q5_K with its rows packed eight at a time
+    /// ([`PackedQ5KMatrix`]), as [`Weight::Q4KPacked`] is to Q4_K.
+    Q5KPacked(PackedQ5KMatrix<'a>),
     /// GGML Q5_K.
     Q5K(BlockMatrix<'a, BlockQ5K>),
     /// GGML Q6_K.
@@ -62,6 +65,7 @@ macro_rules! each {
             Weight::Q4_0($m) => $e,
             Weight::Q4K($m) => $e,
             Weight::Q4KPacked($m) => $e,
+            Weight::Q5KPacked($m) => $e,
             Weight::Q5K($m) => $e,
             Weight::Q6K($m) => $e,
             Weight::F16($m) => $e,
@@ -92,7 +96,7 @@ impl<'a> Weight<'a> {
             Weight::Q8_0(_) => "Q8_0",
             Weight::Q4_0(_) => "Q4_0",
             Weight::Q4K(_) | Weight::Q4KPacked(_) => "Q4_K",
-            Weight::Q5K(_) => "Q5_K",
+            Weight::Q5K(_) | Weight::Q5KPacked(_) => "Q5_K",
             Weight::Q6K(_) => "Q6_K",
             Weight::F16(_) => "F16",
             Weight::Bf16(_) => "BF16",
@@ -103,9 +107,11 @@ impl<'a> Weight<'a> {
     pub fn forms(&self) -> ActForms {
         match self {
             Weight::Q8_0(_) | Weight::Q4_0(_) => ActForms::Q8_0,
-            Weight::Q4K(_) | Weight::Q4KPacked(_) | Weight::Q5K(_) | Weight::Q6K(_) => {
-                ActForms::Q8_K
-            }
+            Weight::Q4K(_)
+            | Weight::Q4KPacked(_)
+            | Weight::Q5K(_)
+            | Weight::Q5KPacked(_)
+            | Weight::Q6K(_) => ActForms::Q8_K,
             Weight::F16(_) => ActForms::F16,
             Weight::Bf16(_) => ActForms::BF16,
         }
@@ -149,7 +155,12 @@ impl<'a> Weight<'a> {
                 |rows| k.dot_q5_k_rows8(rows, x.k_act()),
             ),
             Weight::Q4K(m) => rows_with(m, range, out, |row| k.dot_q4_k(row, x.k_act())),
-            Weight::Q4KPacked(m) => packed_rows(k, m, range, out, x.k_act()),
+            Weight::Q4KPacked(m) => {
+                packed_rows(m, range, out, |g| k.dot_q4_k_packed8(g, x.k_act()))
+            }
+            Weight::Q5KPacked(m) => {
+                packed_rows(m, range, out, |g| k.dot_q5_k_packed8(g, x.k_act()))
+            }
             Weight::Q5K(m) => rows_with(m, range, out, |row| k.dot_q5_k(row, x.k_act())),
             Weight::Q6K(m) => {
                 k.matvec_q6_k(m.rows_blocks(range), m.blocks_per_row(), x.k_act(), out)
@@ -211,24 +222,24 @@ fn rows8_with<B: crate::quant::WeightBlock>(
     rows_with(m, range.start + done..range.end, rest, dot);
 }
 
-/// `out[i] = dot_q4_k(row range.start + i)` of a packed matrix: a group
-/// of eight rows per pass ([`Dispatch::dot_q4_k_packed8`]), the values of
+/// `out[i] = dot(row range.start + i)` of a packed matrix: a group of
+/// eight rows per pass (`dot8`: [`Dispatch::dot_q4_k_packed8`] or its
+/// Q5_K form), the values of
 /// the rows inside `range` kept (a thread's range starts and ends wherever
 /// the split puts it, so a group it shares with the next thread is
 /// computed by both; the same bits either way).
 #[inline]
-fn packed_rows(
-    k: Dispatch,
-    m: &PackedQ4KMatrix<'_>,
+fn packed_rows<P: PackedBlock>(
+    m: &PackedMatrix<'_, P>,
     range: Range<usize>,
     out: &mut [f32],
-    x: &[BlockQ8K],
+    dot8: impl Fn(&[P]) -> [f32; PACK_ROWS],
 ) {
     let (mut r, mut done) = (range.start, 0);
     while r < range.end {
         let (g, first) = (r / PACK_ROWS, r % PACK_ROWS);
         let take = (PACK_ROWS - first).min(range.end - r);
-        let y = k.dot_q4_k_packed8(m.group(g), x);
+        let y = dot8(m.group(g));
         out[done..done + take].copy_from_slice(&y[first..first + take]);
         r += take;
         done += take;
@@ -336,11 +347,17 @@ pub(crate) fn matmul_rows_any(
     segs: &mut [&mut [f32]],
 ) {
     let len = segs.first().map_or(0, |s| s.len());
+    // A prefill task unpacks its rows of a packed matrix once (their
+    // blocks copied back to GGML's layout, the same bytes) and runs the
+    // row-major paths.
     if let Weight::Q4KPacked(p) = w {
-        // A prefill task unpacks its rows once (their blocks are copied
-        // back to GGML's layout, the same bytes) and runs the Q4_K paths.
         let rows = p.unpack_rows(r0..r0 + len);
         let plain = Weight::Q4K(BlockMatrix::from_checked(&rows, len, p.cols()));
+        return matmul_rows_any(k, &plain, xs, 0, segs);
+    }
+    if let Weight::Q5KPacked(p) = w {
+        let rows = p.unpack_rows(r0..r0 + len);
+        let plain = Weight::Q5K(BlockMatrix::from_checked(&rows, len, p.cols()));
         return matmul_rows_any(k, &plain, xs, 0, segs);
     }
     let m = segs.len();
@@ -404,6 +421,10 @@ pub(crate) fn matmul_rows_any(
                         &m.unpack_rows(r..r + 1),
                         [0, 1, 2, 3].map(|t| xs.k_row(i + t)),
                     ),
+                    Weight::Q5KPacked(m) => k.dot_q5_k_x4(
+                        &m.unpack_rows(r..r + 1),
+                        [0, 1, 2, 3].map(|t| xs.k_row(i + t)),
+                    ),
                     Weight::Q5K(m) => {
                         k.dot_q5_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
                     }
@@ -447,7 +468,7 @@ pub(crate) fn gemm_group_rows(
     let vector = match w {
         Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => k.matmul_uses_k_groups(),
         // `matmul_rows_any` unpacks a packed matrix's rows before this.
-        Weight::Q4KPacked(_) => false,
+        Weight::Q4KPacked(_) | Weight::Q5KPacked(_) => false,
         Weight::Q8_0(_) | Weight::Q4_0(_) => k.matmul_uses_b32_groups(),
         Weight::F16(_) | Weight::Bf16(_) => false,
     };
@@ -514,7 +535,7 @@ pub(crate) fn gemm_group_rows(
             |w2, x| k.gemm_b32_2x8::<Q4_0_SHIFT>(w2, x),
             B32_TILE_SETS,
         ),
-        Weight::Q4KPacked(_) | Weight::F16(_) | Weight::Bf16(_) => 0,
+        Weight::Q4KPacked(_) | Weight::Q5KPacked(_) | Weight::F16(_) | Weight::Bf16(_) => 0,
     };
     done * GROUP_ROWS
 }
@@ -624,6 +645,7 @@ fn dot_row(k: Dispatch, w: &Weight<'_>, r: usize, xs: &QuantizedBatch, i: usize)
         Weight::Q4_0(m) => k.dot_q4_0(m.row(r), xs.act_row(i)),
         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xs.k_row(i)),
         Weight::Q4KPacked(m) => k.dot_q4_k(&m.unpack_rows(r..r + 1), xs.k_row(i)),
+        Weight::Q5KPacked(m) => k.dot_q5_k(&m.unpack_rows(r..r + 1), xs.k_row(i)),
         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xs.k_row(i)),
         Weight::Q6K(m) => k.dot_q6_k_summed(m.row(r), xs.k_row(i)),
         Weight::F16(m) => k.dot_f16w(m.row(r), xs.f16_row(i)),
@@ -893,6 +915,7 @@ mod tests {
                         Weight::Q4_0(m) => k.dot_q4_0(m.row(r), xq.act()),
                         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xq.k_act()),
                         Weight::Q4KPacked(m) => k.dot_q4_k(&m.unpack_rows(r..r + 1), xq.k_act()),
+                        Weight::Q5KPacked(m) => k.dot_q5_k(&m.unpack_rows(r..r + 1), xq.k_act()),
                         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xq.k_act()),
                         Weight::Q6K(m) => k.dot_q6_k(m.row(r), xq.k_act()),
                         Weight::F16(m) => k.dot_f16w(m.row(r), xq.f16_act()),
@@ -978,28 +1001,36 @@ mod tests {
         }
     }
 
-    /// A Q4_K matrix packed eight rows at a time gives the row-major
-    /// matrix's bits: every range of rows of a decode product (a thread's
-    /// range can start and end inside a group), alone and stacked after
-    /// another matrix, and prefill batches of 1 to 9 rows (calling thread
-    /// and rayon), with every kernel and each hint loop.
+    /// A Q4_K or Q5_K matrix packed eight rows at a time gives the
+    /// row-major matrix's bits: every range of rows of a decode product (a
+    /// thread's range can start and end inside a group), alone and stacked
+    /// after another matrix, and prefill batches of 1 to 9 rows (calling
+    /// thread and rayon), with every kernel and each hint loop.
     #[cfg_attr(
         miri,
         ignore = "safe code only under Miri (no token, no prefetch), and slow there"
     )]
     #[test]
-    fn packed_q4_k_gives_the_row_major_bits() {
-        use crate::quant::{pack_q4_k_rows8, quantize_row_q4_k};
+    fn packed_k_gives_the_row_major_bits() {
+        use crate::quant::{pack_rows8, quantize_row_q4_k, quantize_row_q5_k};
         for nb in [1, 5] {
             let (rows, cols) = (24, nb * QK_K);
             let values: Vec<f32> = (0..rows * cols)
                 .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0 * (1.0 + (i / cols) as f32))
                 .collect();
-            let plain_blocks = quantize_row_q4_k(&values).unwrap();
-            let packed_blocks = pack_q4_k_rows8(&plain_blocks, nb);
-            let plain = Weight::Q4K(BlockMatrix::new(&plain_blocks, rows, cols).unwrap());
-            let packed =
-                Weight::Q4KPacked(PackedQ4KMatrix::new(&packed_blocks, rows, cols).unwrap());
+            let q4 = quantize_row_q4_k(&values).unwrap();
+            let q5 = quantize_row_q5_k(&values).unwrap();
+            let (p4, p5) = (pack_rows8(&q4, nb), pack_rows8(&q5, nb));
+            let pairs = [
+                (
+                    Weight::Q4K(BlockMatrix::new(&q4, rows, cols).unwrap()),
+                    Weight::Q4KPacked(PackedMatrix::new(&p4, rows, cols).unwrap()),
+                ),
+                (
+                    Weight::Q5K(BlockMatrix::new(&q5, rows, cols).unwrap()),
+                    Weight::Q5KPacked(PackedMatrix::new(&p5, rows, cols).unwrap()),
+                ),
+            ];
             let lead = Mats::new(3, cols);
             let lead = lead.weights()[2];
             let x = input(cols);
@@ -1008,43 +1039,54 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             for kernel in Kernel::ALL {
                 let Some(k) = kernel.dispatch() else { continue };
-                for hints in [0u8, 1, 2] {
-                    #[cfg(target_arch = "x86_64")]
-                    crate::quant::dot::x86_64::TO_L2_IN_TESTS
-                        .store(hints, std::sync::atomic::Ordering::Relaxed);
-                    if hints > 0 && !cfg!(target_arch = "x86_64") {
-                        continue;
-                    }
-                    for stack in [vec![], vec![lead]] {
-                        let (mut wp, mut wq) = (stack.clone(), stack);
-                        wp.push(plain);
-                        wq.push(packed);
-                        let total: usize = wp.iter().map(|w| w.rows()).sum();
-                        for lo in 0..=total {
-                            for hi in lo..=total {
-                                let mut a = vec![f32::NAN; hi - lo];
-                                let mut b = vec![f32::NAN; hi - lo];
-                                stacked_rows_any(k, &wp, &xq, lo..hi, &mut a);
-                                stacked_rows_any(k, &wq, &xq, lo..hi, &mut b);
-                                assert_eq!(bits(&a), bits(&b), "{kernel:?} {nb} {lo}..{hi}");
+                for (plain, packed) in pairs {
+                    let name = plain.type_name();
+                    for hints in [0u8, 1, 2] {
+                        #[cfg(target_arch = "x86_64")]
+                        crate::quant::dot::x86_64::TO_L2_IN_TESTS
+                            .store(hints, std::sync::atomic::Ordering::Relaxed);
+                        if hints > 0 && !cfg!(target_arch = "x86_64") {
+                            continue;
+                        }
+                        for stack in [vec![], vec![lead]] {
+                            let (mut wp, mut wq) = (stack.clone(), stack);
+                            wp.push(plain);
+                            wq.push(packed);
+                            let total: usize = wp.iter().map(|w| w.rows()).sum();
+                            for lo in 0..=total {
+                                for hi in lo..=total {
+                                    let mut a = vec![f32::NAN; hi - lo];
+                                    let mut b = vec![f32::NAN; hi - lo];
+                                    stacked_rows_any(k, &wp, &xq, lo..hi, &mut a);
+                                    stacked_rows_any(k, &wq, &xq, lo..hi, &mut b);
+                                    assert_eq!(
+                                        bits(&a),
+                                        bits(&b),
+                                        "{kernel:?} {name} {nb} {lo}..{hi}"
+                                    );
+                                }
                             }
                         }
                     }
-                }
-                for n in 1..=9 {
-                    let xb: Vec<f32> = (0..n)
-                        .flat_map(|i| x.iter().map(move |v| v * (i as f32 + 1.0) / 3.0))
-                        .collect();
-                    let mut xs = QuantizedBatch::new();
-                    xs.quantize_forms(&xb, cols, ActForms::ALL).unwrap();
-                    let mut a = vec![f32::NAN; n * rows];
-                    let mut b = vec![f32::NAN; n * rows];
-                    matmul_any_with(k, &plain, &xs, &mut a);
-                    matmul_any_with(k, &packed, &xs, &mut b);
-                    assert_eq!(bits(&a), bits(&b), "{kernel:?} {nb} batch {n}");
-                    b.fill(f32::NAN);
-                    matmul_any_rayon(k, &packed, &xs, &mut b);
-                    assert_eq!(bits(&a), bits(&b), "{kernel:?} {nb} batch {n}, rayon");
+                    for n in 1..=9 {
+                        let xb: Vec<f32> = (0..n)
+                            .flat_map(|i| x.iter().map(move |v| v * (i as f32 + 1.0) / 3.0))
+                            .collect();
+                        let mut xs = QuantizedBatch::new();
+                        xs.quantize_forms(&xb, cols, ActForms::ALL).unwrap();
+                        let mut a = vec![f32::NAN; n * rows];
+                        let mut b = vec![f32::NAN; n * rows];
+                        matmul_any_with(k, &plain, &xs, &mut a);
+                        matmul_any_with(k, &packed, &xs, &mut b);
+                        assert_eq!(bits(&a), bits(&b), "{kernel:?} {name} {nb} batch {n}");
+                        b.fill(f32::NAN);
+                        matmul_any_rayon(k, &packed, &xs, &mut b);
+                        assert_eq!(
+                            bits(&a),
+                            bits(&b),
+                            "{kernel:?} {name} {nb} batch {n}, rayon"
+                        );
+                    }
                 }
             }
             #[cfg(target_arch = "x86_64")]

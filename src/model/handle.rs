@@ -251,7 +251,7 @@ pub fn pack_for_decode(file: &mut GgufFile) -> usize {
     if !crate::quant::dot::selected().1.has_k_rows8() {
         return 0;
     }
-    file.pack_q4_k_rows8(|info| is_projection(&info.name))
+    file.pack_rows8(|info| is_projection(&info.name))
 }
 
 /// Whether `name` is a layer's projection (`blk.N.attn_q.weight` and the

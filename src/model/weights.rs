@@ -14,7 +14,7 @@
 use half::{bf16, f16};
 
 use crate::gguf::{GgmlType, Gguf, TensorInfo, TensorLayout};
-use crate::matvec::{BlockMatrix, PackedQ4KMatrix, Q8Matrix, Weight};
+use crate::matvec::{BlockMatrix, PackedQ4KMatrix, PackedQ5KMatrix, Q8Matrix, Weight};
 use crate::quant::{
     dequantize_row_q4_0_into, dequantize_row_q4_k_into, dequantize_row_q5_k_into,
     dequantize_row_q6_k_into, dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0, WeightBlock,
@@ -69,6 +69,18 @@ impl Embedding<'_> {
                 }
             }
             Embedding::Quantized(Weight::Q5K(m)) => dequantize_row_q5_k_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q5KPacked(m)) => {
+                if n != m.cols() {
+                    return Err(crate::matvec::ShapeError::OutputLength {
+                        expected: m.cols(),
+                        got: n,
+                    }
+                    .into());
+                }
+                for (b, o) in out.chunks_exact_mut(crate::quant::QK_K).enumerate() {
+                    dequantize_row_q5_k_into(&[m.row_block(id, b)], o)?;
+                }
+            }
             Embedding::Quantized(Weight::Q6K(m)) => dequantize_row_q6_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::F16(m)) => widen_into(m.row(id), out, f16::to_f32)?,
             Embedding::Quantized(Weight::Bf16(m)) => widen_into(m.row(id), out, bf16::to_f32)?,
@@ -283,6 +295,9 @@ fn quantized<'a>(
             Weight::Q4KPacked(PackedQ4KMatrix::from_bytes(gguf.data_of(info), rows, cols)?)
         }
         GgmlType::Q4_K => Weight::Q4K(view(gguf, info, rows, cols)?),
+        GgmlType::Q5_K if info.layout == TensorLayout::Q5KRows8 => {
+            Weight::Q5KPacked(PackedQ5KMatrix::from_bytes(gguf.data_of(info), rows, cols)?)
+        }
         GgmlType::Q5_K => Weight::Q5K(view(gguf, info, rows, cols)?),
         GgmlType::Q6_K => Weight::Q6K(view(gguf, info, rows, cols)?),
         _ => return Ok(None),

@@ -115,10 +115,16 @@ impl WeightBlock for super::BlockQ4K {
 
 /// A packed block covers 256 columns of each of eight rows: a
 /// [`BlockMatrix`](crate::matvec::BlockMatrix) of them is one row per
-/// group of eight (see [`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix)).
+/// group of eight (see [`PackedMatrix`](crate::matvec::PackedMatrix)).
 impl WeightBlock for super::BlockQ4Kx8 {
     const WEIGHTS: usize = super::QK_K;
     const NAME: &'static str = "Q4_K";
+}
+
+/// As [`BlockQ4Kx8`](super::BlockQ4Kx8), for Q5_K.
+impl WeightBlock for super::BlockQ5Kx8 {
+    const WEIGHTS: usize = super::QK_K;
+    const NAME: &'static str = "Q5_K";
 }
 
 impl WeightBlock for super::BlockQ5K {

@@ -89,9 +89,9 @@ pub mod dot;
 pub(crate) mod float;
 pub(crate) mod kcommon;
 pub(crate) mod kgroup;
+pub(crate) mod packed;
 pub(crate) mod q4_0;
 pub(crate) mod q4_k;
-pub(crate) mod q4_k_x8;
 pub(crate) mod q5_k;
 pub(crate) mod q6_k;
 pub(crate) mod q8_k;
@@ -102,6 +102,9 @@ pub use activation::{ActForms, QuantizedBatch, QuantizedVector};
 pub use block::{BlockQ8_0, WeightBlock, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
 pub use kcommon::QK_K;
+pub use packed::{
+    pack_q4_k_rows8, pack_q5_k_rows8, pack_rows8, BlockQ4Kx8, BlockQ5Kx8, PackedBlock, PACK_ROWS,
+};
 pub use q4_0::{
     dequantize_row_q4_0, dequantize_row_q4_0_into, dot_q4_0_act, dot_q4_0_q8_0,
     quantize_block_q4_0, quantize_row_q4_0, quantize_row_q4_0_into, BlockQ4_0, QK4_0,
@@ -110,7 +113,6 @@ pub use q4_k::{
     dequantize_row_q4_k, dequantize_row_q4_k_into, dot_q4_k_q8_k, quantize_block_q4_k,
     quantize_row_q4_k, quantize_row_q4_k_into, BlockQ4K,
 };
-pub use q4_k_x8::{pack_q4_k_rows8, BlockQ4Kx8, PACK_ROWS};
 pub use q5_k::{
     dequantize_row_q5_k, dequantize_row_q5_k_into, dot_q5_k_q8_k, quantize_block_q5_k,
     quantize_row_q5_k, quantize_row_q5_k_into, BlockQ5K,

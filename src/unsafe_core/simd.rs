@@ -33,9 +33,9 @@ mod x86 {
     use crate::quant::kgroup::{
         B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
     };
+    use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
-    use crate::quant::q4_k_x8::BlockQ4Kx8;
     use crate::quant::q5_k::BlockQ5K;
     use crate::quant::q6_k::BlockQ6K;
     use crate::quant::q8_k::BlockQ8K;
@@ -545,8 +545,15 @@ mod x86 {
         #[inline]
         pub(crate) fn dot_q4_k_packed8(self, w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
             // SAFETY: [SIMD-TOKEN] as in `dot_q4_k_rows8`. Checked by:
-            // src/quant/dot/mod.rs::packed_q4_k_equals_dot_q4_k
+            // src/quant/dot/mod.rs::packed_k_equals_dot_k
             unsafe { avx512vnni::dot_q4_k_packed8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_packed8(self, w: &[BlockQ5Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] as in `dot_q4_k_rows8`. Checked by:
+            // src/quant/dot/mod.rs::packed_k_equals_dot_k
+            unsafe { avx512vnni::dot_q5_k_packed8(w, x) }
         }
 
         #[inline]

@@ -77,9 +77,9 @@ use super::block::{BlockQ8_0, QK8_0};
 use super::kgroup::{
     self, B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
 };
+use super::packed::{BlockQ4Kx8, BlockQ5Kx8, PackedBlock};
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
-use super::q4_k_x8::BlockQ4Kx8;
 use super::q5_k::BlockQ5K;
 use super::q6_k::BlockQ6K;
 use super::q8_k::BlockQ8K;
@@ -559,6 +559,57 @@ fn check_lengths(cols: usize, x_len: usize, rows: usize, out_len: usize) -> Resu
     Ok(())
 }
 
+/// `[dot(row 0), .., dot(row 7)]` of eight packed rows, each unpacked
+/// into a scratch row this thread keeps (allocated on its first call and
+/// grown to the longest row seen, so a decode step allocates nothing
+/// after the first): how the kernels without an eight-row form read
+/// packed rows.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+fn unpacked_dots<P: PackedBlock>(
+    w: &[P],
+    x: &[BlockQ8K],
+    dot: impl Fn(&[P::Row]) -> f32,
+) -> [f32; 8]
+where
+    P::Row: 'static,
+{
+    use std::any::Any;
+    use std::cell::RefCell;
+    assert_eq!(w.len(), x.len(), "packed dot: block counts differ");
+    std::thread_local! {
+        // One scratch per row type, as `Vec<P::Row>` behind `Any`.
+        static ROWS: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+    }
+    let compute = |row: &mut Vec<P::Row>| {
+        core::array::from_fn(|r| {
+            row.clear();
+            row.extend(w.iter().map(|b| b.row(r)));
+            dot(row)
+        })
+    };
+    // A dot that panics leaves the scratch borrowed only until it unwinds
+    // out of here; a nested call (none exists) would take a fresh row.
+    ROWS.with(|rows| match rows.try_borrow_mut() {
+        Ok(mut rows) => {
+            let slot = match rows.iter().position(|b| b.is::<Vec<P::Row>>()) {
+                Some(i) => i,
+                None => {
+                    rows.push(Box::new(Vec::<P::Row>::new()));
+                    rows.len() - 1
+                }
+            };
+            match rows[slot].downcast_mut::<Vec<P::Row>>() {
+                Some(row) => compute(row),
+                None => compute(&mut Vec::new()),
+            }
+        }
+        Err(_) => compute(&mut Vec::new()),
+    })
+}
+
 /// The kernel the crate uses and its callable form, chosen (by [`choose`])
 /// and cached on first call: the one place the choice is made.
 /// [`Kernel::selected`] returns the kernel half; the matvecs call the
@@ -953,8 +1004,8 @@ impl Dispatch {
     /// [`dot_q4_k_rows8`](Self::dot_q4_k_rows8) of eight rows packed
     /// ([`BlockQ4Kx8`]): `dot_q4_k` of each row, bit for bit (NaN payloads
     /// aside). On AVX-512 VNNI one pass over the packed blocks as they lie;
-    /// elsewhere each row unpacked into a scratch row this thread keeps
-    /// (allocated on its first call), then this kernel's `dot_q4_k`.
+    /// elsewhere each row unpacked into a scratch row (see
+    /// [`unpacked_dots`]), then this kernel's `dot_q4_k`.
     ///
     /// # Panics
     ///
@@ -964,20 +1015,22 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q4_k_packed8(w, x),
-            _ => {
-                assert_eq!(w.len(), x.len(), "dot_q4_k_packed8: block counts differ");
-                std::thread_local! {
-                    static ROW: std::cell::RefCell<Vec<BlockQ4K>> =
-                        const { std::cell::RefCell::new(Vec::new()) };
-                }
-                ROW.with_borrow_mut(|row| {
-                    core::array::from_fn(|r| {
-                        row.clear();
-                        row.extend(w.iter().map(|b| b.row(r)));
-                        self.dot_q4_k(row, x)
-                    })
-                })
-            }
+            _ => unpacked_dots(w, x, |row| self.dot_q4_k(row, x)),
+        }
+    }
+
+    /// [`dot_q4_k_packed8`](Self::dot_q4_k_packed8) for Q5_K rows
+    /// ([`BlockQ5Kx8`]): `dot_q5_k` of each, bit for bit.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len() != x.len()`.
+    #[inline]
+    pub(crate) fn dot_q5_k_packed8(self, w: &[BlockQ5Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.dot_q5_k_packed8(w, x),
+            _ => unpacked_dots(w, x, |row| self.dot_q5_k(row, x)),
         }
     }
 
@@ -3004,28 +3057,34 @@ mod tests {
         }
     }
 
-    /// Every kernel's product of eight packed Q4_K rows
-    /// (`dot_q4_k_packed8`) gives each row's `dot_q4_k` bits, for eight
-    /// rows of any bytes (every level, scale and min code, NaN and
-    /// infinite scales) and 0 to 13 blocks, under each hint loop; a packed
-    /// row shorter than the activation panics.
+    /// Every kernel's product of eight packed Q4_K or Q5_K rows
+    /// (`dot_q4_k_packed8`, `dot_q5_k_packed8`) gives each row's single-row
+    /// dot bits, for eight rows of any bytes (every level, scale, min and
+    /// fifth-bit code, NaN and infinite scales) and 0 to 13 blocks, under
+    /// each hint loop; packed rows shorter than the activation panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
     )]
     #[test]
-    fn packed_q4_k_equals_dot_q4_k() {
-        use crate::quant::pack_q4_k_rows8;
+    fn packed_k_equals_dot_k() {
+        use crate::quant::{pack_q4_k_rows8, pack_q5_k_rows8};
         use proptest::prelude::*;
         let case = (0usize..=13).prop_flat_map(|nb| {
             (
                 Just(nb),
-                prop::collection::vec(any::<u8>(), 8 * nb * 144),
+                prop::collection::vec(any::<u8>(), 8 * nb * 176),
                 prop::collection::vec(any::<u8>(), 4 * nb * 292),
                 prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0), 4 * nb),
             )
         });
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], n: usize) -> Vec<B> {
+            let size = core::mem::size_of::<B>();
+            (0..n)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * size..(b + 1) * size]))
+                .collect()
+        }
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
             for hints in [0u8, 1, 2] {
@@ -3037,21 +3096,24 @@ mod tests {
                 proptest!(ProptestConfig::with_cases(48), |((nb, wraw, xraw, ds) in case.clone())| {
                     let (_, _, _, xs) = k_operands(nb, &xraw, &xraw, &ds);
                     let x = &xs[0];
-                    let w: Vec<BlockQ4K> = (0..8 * nb)
-                        .map(|b| bytemuck::pod_read_unaligned(&wraw[b * 144..(b + 1) * 144]))
-                        .collect();
+                    let w4: Vec<BlockQ4K> = blocks(&wraw, 8 * nb);
+                    let w5: Vec<BlockQ5K> = blocks(&wraw, 8 * nb);
                     if nb == 0 {
                         prop_assert!(k.dot_q4_k_packed8(&[], x).iter().all(|&v| v == 0.0));
+                        prop_assert!(k.dot_q5_k_packed8(&[], x).iter().all(|&v| v == 0.0));
                         return Ok(());
                     }
-                    let packed = pack_q4_k_rows8(&w, nb);
-                    let got = k.dot_q4_k_packed8(&packed, x);
-                    for (r, &g) in got.iter().enumerate() {
-                        let want = k.dot_q4_k(&w[r * nb..(r + 1) * nb], x);
-                        prop_assert!(same(g, want), "{:?} row {}: {} vs {}", kernel, r, g, want);
+                    let (p4, p5) = (pack_q4_k_rows8(&w4, nb), pack_q5_k_rows8(&w5, nb));
+                    let (g4, g5) = (k.dot_q4_k_packed8(&p4, x), k.dot_q5_k_packed8(&p5, x));
+                    for r in 0..8 {
+                        let want4 = k.dot_q4_k(&w4[r * nb..(r + 1) * nb], x);
+                        let want5 = k.dot_q5_k(&w5[r * nb..(r + 1) * nb], x);
+                        prop_assert!(same(g4[r], want4), "{:?} q4_k row {}: {} vs {}", kernel, r, g4[r], want4);
+                        prop_assert!(same(g5[r], want5), "{:?} q5_k row {}: {} vs {}", kernel, r, g5[r], want5);
                     }
-                    let short = std::panic::catch_unwind(|| k.dot_q4_k_packed8(&packed[1..], x));
-                    prop_assert!(short.is_err());
+                    let short4 = std::panic::catch_unwind(|| k.dot_q4_k_packed8(&p4[1..], x));
+                    let short5 = std::panic::catch_unwind(|| k.dot_q5_k_packed8(&p5[1..], x));
+                    prop_assert!(short4.is_err() && short5.is_err());
                 });
             }
         }

@@ -38,9 +38,9 @@ use half::f16;
 use crate::quant::activation::{ActBlock, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
+use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
-use crate::quant::q4_k_x8::BlockQ4Kx8;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
@@ -1279,7 +1279,7 @@ fn four_lanes(h: [&[u8; 16]; 4]) -> __m512i {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_chunk8<const FIFTH: bool>(
     t: [__m512i; 4],
-    fifth: &[__m512i; 8],
+    fifth: &[__m512i; 4],
     c: usize,
     x8: &[[u8; 8]; 32],
     s_lo: __m512i,
@@ -1328,7 +1328,8 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 /// packed scales) in their 128-bit lanes, `t0`/`t1` the two 64-byte halves
 /// of the rows' nibbles transposed (word `u` of row `r` in slot `r` of
 /// `t_h[u]`: [`rows8_registers`], or a packed block as it is) and, if
-/// `FIFTH` (Q5_K), `qh[r]` row `r`'s fifth bits. Per
+/// `FIFTH` (Q5_K), `fifth` the rows' fifth bits likewise (word `u` of row
+/// `r`'s 32 bytes in slot `r` of `fifth[u]`: [`fifth_registers`]). Per
 /// 64-bit slot (row), a step of eight columns is one `vpdpbusd` of the
 /// row's levels by the activation's eight values broadcast, into the
 /// row's two `i32` lanes (a sub-block's four steps at most
@@ -1344,7 +1345,7 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 fn k4_rows8_block<const FIFTH: bool>(
     [ha, hb]: [__m512i; 2],
     [t0, t1]: [[__m512i; 8]; 2],
-    qh: [&[u8; 32]; 8],
+    fifth: [__m512i; 4],
     xb: &BlockQ8K,
     acc: &mut __m256,
     acc_min: &mut __m256,
@@ -1380,14 +1381,6 @@ fn k4_rows8_block<const FIFTH: bool>(
         ),
     );
     // Fifth bits, transposed like the nibbles: word `u` of row `r`.
-    let mut fifth = [_mm512_setzero_si512(); 8];
-    if FIFTH {
-        let mut rows = [_mm512_setzero_si512(); 8];
-        for (row, q) in rows.iter_mut().zip(qh) {
-            *row = _mm512_castsi256_si512(bytemuck::cast(*q));
-        }
-        fifth = transpose_words(rows);
-    }
     let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
 
     let chunk = |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
@@ -1463,6 +1456,16 @@ fn rows8_registers(
     ([ha, hb], halves)
 }
 
+/// The fifth-bit registers [`k4_rows8_block`] takes, from eight Q5_K rows'
+/// blocks in GGML's layout (a packed block, [`BlockQ5Kx8`], holds them so).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn fifth_registers(qh: [&[u8; 32]; 8]) -> [__m512i; 4] {
+    let rows = qh.map(|q| _mm512_castsi256_si512(bytemuck::cast(*q)));
+    let t = transpose_words(rows);
+    [t[0], t[1], t[2], t[3]]
+}
+
 /// Asks for the slice of the group of eight rows after next (the rows two
 /// groups after `w`'s) that matches block `b` of `nb`: a decode product's
 /// rows are consecutive, so that group is one contiguous span of eight
@@ -1520,7 +1523,8 @@ pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(&w[r][b])[0]);
         let qs = core::array::from_fn(|r| &w[r][b].qs);
         let (h, t) = rows8_registers(heads, qs);
-        k4_rows8_block::<false>(h, t, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
+        let none = [_mm512_setzero_si512(); 4];
+        k4_rows8_block::<false>(h, t, none, xb, &mut acc, &mut acc_min);
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
@@ -1544,7 +1548,7 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
         let qs = core::array::from_fn(|r| &w[r][b].qs);
         let qh = core::array::from_fn(|r| &w[r][b].qh);
         let (h, t) = rows8_registers(heads, qs);
-        k4_rows8_block::<true>(h, t, qh, xb, &mut acc, &mut acc_min);
+        k4_rows8_block::<true>(h, t, fifth_registers(qh), xb, &mut acc, &mut acc_min);
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
@@ -1560,15 +1564,48 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
 /// If `w.len() != x.len()`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
-    assert_eq!(w.len(), x.len(), "dot_q4_k_packed8: block counts differ");
-    const BLOCK: usize = core::mem::size_of::<BlockQ4Kx8>();
+    packed8::<_, false>(w, x, |b| {
+        let heads: &[[u8; 64]; 2] = bytemuck::cast_ref(&b.heads);
+        let qs: &[[u8; 64]; 16] = bytemuck::cast_ref(&b.qs);
+        (*heads, *qs, None)
+    })
+}
+
+/// [`dot_q4_k_packed8`] for Q5_K rows ([`BlockQ5Kx8`]): each row's
+/// `dot_q5_k`, bit for bit.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q5_k_packed8(w: &[BlockQ5Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+    packed8::<_, true>(w, x, |b| {
+        let heads: &[[u8; 64]; 2] = bytemuck::cast_ref(&b.heads);
+        let qs: &[[u8; 64]; 16] = bytemuck::cast_ref(&b.qs);
+        let qh: &[[u8; 64]; 4] = bytemuck::cast_ref(&b.qh);
+        (*heads, *qs, Some(*qh))
+    })
+}
+
+/// The loop of [`dot_q4_k_packed8`] and [`dot_q5_k_packed8`]: `parts`
+/// gives a packed block's heads, nibbles and (Q5_K) fifth bits as 64-byte
+/// registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn packed8<P, const FIFTH: bool>(
+    w: &[P],
+    x: &[BlockQ8K],
+    parts: impl Fn(&P) -> ([[u8; 64]; 2], [[u8; 64]; 16], Option<[[u8; 64]; 4]>),
+) -> [f32; 8] {
+    assert_eq!(w.len(), x.len(), "packed dot: block counts differ");
+    let block = core::mem::size_of::<P>();
     let mut acc = _mm256_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
     let to_l2 = super::weights_to_l2();
     let ahead = 2 * core::mem::size_of_val(w);
     for (b, (wb, xb)) in w.iter().zip(x).enumerate() {
-        let mut line = ahead + b * BLOCK;
-        while line < ahead + (b + 1) * BLOCK {
+        let mut line = (ahead + b * block) & !63;
+        while line < ahead + (b + 1) * block {
             if to_l2 {
                 crate::unsafe_core::prefetch::prefetch_read_l2(w, line);
             } else {
@@ -1576,12 +1613,16 @@ pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
             }
             line += 64;
         }
-        let heads: &[[u8; 64]; 2] = bytemuck::cast_ref(&wb.heads);
-        let h = [bytemuck::cast(heads[0]), bytemuck::cast(heads[1])];
+        let (heads, qs, qh) = parts(wb);
+        let h = heads.map(bytemuck::cast::<_, __m512i>);
         let t = core::array::from_fn(|half| {
-            core::array::from_fn(|u| bytemuck::cast::<_, __m512i>(wb.qs[8 * half + u]))
+            core::array::from_fn(|u| bytemuck::cast::<_, __m512i>(qs[8 * half + u]))
         });
-        k4_rows8_block::<false>(h, t, [&[0; 32]; 8], xb, &mut acc, &mut acc_min);
+        let fifth = match qh {
+            Some(qh) => qh.map(bytemuck::cast::<_, __m512i>),
+            None => [_mm512_setzero_si512(); 4],
+        };
+        k4_rows8_block::<FIFTH>(h, t, fifth, xb, &mut acc, &mut acc_min);
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
