@@ -49,7 +49,7 @@ pub enum ShapeError {
         name: &'static str,
     },
     /// A matrix of rows packed in groups (eight Q4_K rows per
-    /// [`BlockQ4Kx8`](crate::quant::BlockQ4Kx8)) has a whole number of
+    /// [`BlockQ4Kx8`]) has a whole number of
     /// groups.
     #[error("{rows} rows is not a multiple of the {group}-row packing")]
     RowsNotGroupMultiple {
