@@ -115,3 +115,35 @@ fn a_mapped_file_is_left_as_written() {
     let b = || AnyBackend::new("pool", 2).unwrap();
     assert!(logits(mapped.qwen3(), b(), false) == logits(read.qwen3(), b(), false));
 }
+
+/// Writing out a packed model's file restores the file's order: the
+/// written tensors hold the original bytes, and the written file loads
+/// with the original logits.
+#[test]
+fn a_packed_file_writes_out_as_written() {
+    use inferno_cpu::gguf::Writer;
+    let bytes = model_bytes(&SynthConfig::small().with_file_type(FileType::Q5KM), 3).unwrap();
+    let original = Gguf::parse(&bytes).unwrap();
+    let model = Model::from_bytes(&bytes).unwrap();
+    let written = Writer::from_gguf(&model.file().gguf())
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let again = Gguf::parse(&written).unwrap();
+    for t in original.tensors() {
+        let w = again.tensor(&t.name).unwrap();
+        assert_eq!(w.layout, TensorLayout::File);
+        assert!(again.data_of(w) == original.data_of(t), "{}", t.name);
+        let in_model = model.file().gguf();
+        let m = in_model.tensor(&t.name).unwrap();
+        assert!(
+            in_model.data_in_file_order(m)[..] == original.data_of(t)[..],
+            "{}",
+            t.name
+        );
+    }
+    let plain = Qwen3::load(&original).unwrap();
+    let reloaded = Model::from_bytes(&written).unwrap();
+    let b = || AnyBackend::new("simd", 1).unwrap();
+    assert!(logits(&plain, b(), false) == logits(reloaded.qwen3(), b(), false));
+}

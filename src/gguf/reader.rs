@@ -214,7 +214,12 @@ impl<'a> Gguf<'a> {
         }
     }
 
-    /// The whole file.
+    /// The whole file, as it lies in memory: tensors its
+    /// [`GgufFile`](super::GgufFile) packed ([`TensorInfo::layout`]) are in
+    /// their packed order, which the tensor table does not record (parsing
+    /// these bytes again would read them as written; write the file out
+    /// with [`Writer::from_gguf`](super::Writer::from_gguf), which restores
+    /// the file's order).
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -280,7 +285,11 @@ impl<'a> Gguf<'a> {
         self.header.tensor(name)
     }
 
-    /// The raw data bytes of `info`, which must come from this file.
+    /// The raw data bytes of `info`, which must come from this file, as
+    /// they lie in memory: for a tensor its [`GgufFile`](super::GgufFile)
+    /// packed ([`TensorInfo::layout`] not [`TensorLayout::File`]), the
+    /// packed order; [`data_in_file_order`](Self::data_in_file_order)
+    /// gives the file's.
     pub fn data_of(&self, info: &TensorInfo) -> &'a [u8] {
         // For infos of this file the range was validated at parse time:
         // `data_offset + offset + n_bytes <= len`. Checked arithmetic and
@@ -295,6 +304,29 @@ impl<'a> Gguf<'a> {
                 Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
             });
         range.and_then(|r| self.bytes.get(r)).unwrap_or_default()
+    }
+
+    /// The data bytes of `info` (which must come from this file) in the
+    /// order the file stores them: [`data_of`](Self::data_of) itself,
+    /// except for a tensor its [`GgufFile`](super::GgufFile) packed in
+    /// memory ([`TensorInfo::layout`]), whose rows come back unpacked (a
+    /// copy). What [`Writer::from_gguf`](super::Writer::from_gguf) writes.
+    pub fn data_in_file_order(&self, info: &TensorInfo) -> Cow<'a, [u8]> {
+        use crate::quant::packed::unpack_bytes;
+        use crate::quant::{BlockQ4Kx8, BlockQ5Kx8, QK_K};
+        let data = self.data_of(info);
+        let nb = info
+            .dims
+            .first()
+            .and_then(|&c| usize::try_from(c / QK_K as u64).ok())
+            .unwrap_or(0);
+        let unpacked = match info.layout {
+            TensorLayout::File => return Cow::Borrowed(data),
+            TensorLayout::Q4KRows8 => unpack_bytes::<BlockQ4Kx8>(data, nb),
+            TensorLayout::Q5KRows8 => unpack_bytes::<BlockQ5Kx8>(data, nb),
+        };
+        // Only whole packed matrices are ever marked packed.
+        unpacked.map_or(Cow::Borrowed(data), Cow::Owned)
     }
 
     /// The raw data bytes of tensor `name`, any type.

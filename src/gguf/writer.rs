@@ -99,10 +99,12 @@ impl<'a> Writer<'a> {
     }
 
     /// A writer holding every key and tensor of `gguf`, in file order, with
-    /// its version and alignment; tensor data is borrowed, not copied.
-    /// Useful to copy a file with a few keys changed, and as a round-trip
-    /// check: writing it out and parsing the result gives back `gguf`'s keys,
-    /// values and tensor bytes.
+    /// its version and alignment; tensor data is borrowed, not copied
+    /// (except a tensor packed in memory, whose rows are unpacked back to
+    /// the file's order: [`Gguf::data_in_file_order`]). Useful to copy a
+    /// file with a few keys changed, and as a round-trip check: writing it
+    /// out and parsing the result gives back `gguf`'s keys, values and
+    /// tensor bytes as the file holds them.
     ///
     /// # Errors
     ///
@@ -115,7 +117,7 @@ impl<'a> Writer<'a> {
             w.add(key, value.clone())?;
         }
         for t in gguf.tensors() {
-            w.add_tensor(&t.name, t.ggml_type, &t.dims, gguf.data_of(t))?;
+            w.add_tensor(&t.name, t.ggml_type, &t.dims, gguf.data_in_file_order(t))?;
         }
         Ok(w)
     }

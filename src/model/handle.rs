@@ -203,6 +203,12 @@ impl Model {
     }
 
     /// The file the model was loaded from (its metadata, its tensors).
+    ///
+    /// Tensors [`from_file`](Self::from_file) packed for the eight-row
+    /// kernel show their packed bytes ([`TensorInfo::layout`](crate::gguf::TensorInfo::layout)
+    /// says which); [`Gguf::data_in_file_order`](crate::gguf::Gguf::data_in_file_order)
+    /// and [`Writer::from_gguf`](crate::gguf::Writer::from_gguf) give the
+    /// file's bytes back.
     pub fn file(&self) -> &GgufFile {
         self.cell.borrow_owner()
     }

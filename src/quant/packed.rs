@@ -196,6 +196,29 @@ pub(crate) fn pack_in_place<P: PackedBlock>(bytes: &mut [u8], nb: usize) -> bool
     true
 }
 
+/// The row-major bytes of a packed matrix of `nb` blocks per row (the
+/// inverse of [`pack_in_place`]), or `None` if `bytes` is not a whole
+/// number of groups of such rows.
+pub(crate) fn unpack_bytes<P: PackedBlock>(bytes: &[u8], nb: usize) -> Option<Vec<u8>> {
+    let size = core::mem::size_of::<P>();
+    if nb == 0 || !bytes.len().is_multiple_of(size * nb) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    for group in bytes.chunks_exact(size * nb) {
+        let blocks: Vec<P> = group
+            .chunks_exact(size)
+            .map(bytemuck::pod_read_unaligned)
+            .collect();
+        for r in 0..PACK_ROWS {
+            for b in &blocks {
+                out.extend_from_slice(bytemuck::bytes_of(&b.row(r)));
+            }
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,8 +265,10 @@ mod tests {
                 }
             }
             let mut bytes = bytemuck::cast_slice::<P::Row, u8>(&w).to_vec();
+            let file = bytes.clone();
             assert!(pack_in_place::<P>(&mut bytes, nb));
             assert_eq!(bytes, bytemuck::cast_slice::<P, u8>(&packed));
+            assert_eq!(unpack_bytes::<P>(&bytes, nb), Some(file));
         }
         for nb in [1, 3, 4] {
             check::<BlockQ4Kx8>(nb, &[(128, 16)]);
