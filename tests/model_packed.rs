@@ -1,6 +1,6 @@
-//! Q4_K projections packed eight rows at a time (what `Model` does where
-//! the CPU runs the AVX-512 eight-row decode kernel) give the file's own
-//! bits: the same logits as the unpacked file, on every backend and
+//! Q4_K and Q5_K projections packed eight rows at a time (what `Model`
+//! does where the CPU runs the AVX-512 eight-row decode kernel) give the
+//! file's own bits: the same logits as the unpacked file, on every backend and
 //! thread count, decode and prefill.
 #![cfg(not(feature = "loom"))]
 

@@ -329,7 +329,9 @@ impl<'a> Gguf<'a> {
         unpacked.map_or(Cow::Borrowed(data), Cow::Owned)
     }
 
-    /// The raw data bytes of tensor `name`, any type.
+    /// The raw data bytes of tensor `name`, any type: for a packed tensor
+    /// ([`TensorLayout`] other than `File`), the packed bytes, as
+    /// [`data_of`](Self::data_of) shows them.
     ///
     /// # Errors
     ///

@@ -347,18 +347,21 @@ pub(crate) fn matmul_rows_any(
     segs: &mut [&mut [f32]],
 ) {
     let len = segs.first().map_or(0, |s| s.len());
-    // A prefill task unpacks its rows of a packed matrix once (their
-    // blocks copied back to GGML's layout, the same bytes) and runs the
-    // row-major paths.
+    // A prefill product unpacks a packed matrix's rows (their blocks
+    // copied back to GGML's layout, the same bytes) [`TASK_ROWS`] at a
+    // time, so a product on one thread copies a slice of the matrix and
+    // not all of it, and runs the row-major paths on them.
     if let Weight::Q4KPacked(p) = w {
-        let rows = p.unpack_rows(r0..r0 + len);
-        let plain = Weight::Q4K(BlockMatrix::from_checked(&rows, len, p.cols()));
-        return matmul_rows_any(k, &plain, xs, 0, segs);
+        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q4K(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_any(k, &plain, xs, 0, segs);
+        });
     }
     if let Weight::Q5KPacked(p) = w {
-        let rows = p.unpack_rows(r0..r0 + len);
-        let plain = Weight::Q5K(BlockMatrix::from_checked(&rows, len, p.cols()));
-        return matmul_rows_any(k, &plain, xs, 0, segs);
+        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q5K(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_any(k, &plain, xs, 0, segs);
+        });
     }
     let m = segs.len();
     // With a kernel that interleaves the batch: eight batch rows per
@@ -634,6 +637,25 @@ fn k_row<'w>(w: &Weight<'w>, r: usize) -> Option<KRow<'w>> {
         Weight::Q5K(m) => Some(KRow::Q5K(m.row(r))),
         Weight::Q6K(m) => Some(KRow::Q6K(m.row(r))),
         _ => None,
+    }
+}
+
+/// Calls `f(rows, n, segs)` for each run of at most [`TASK_ROWS`] of the
+/// packed matrix `p`'s rows `r0..r0 + len` (`len` the segments' length),
+/// with those `n` rows unpacked to GGML's row-major blocks and the
+/// segments narrowed to their columns.
+fn for_unpacked_rows<P: crate::quant::PackedBlock>(
+    p: &super::PackedMatrix<'_, P>,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+    mut f: impl FnMut(&[P::Row], usize, &mut [&mut [f32]]),
+) {
+    let len = segs.first().map_or(0, |s| s.len());
+    for j0 in (0..len).step_by(TASK_ROWS) {
+        let j1 = len.min(j0 + TASK_ROWS);
+        let rows = p.unpack_rows(r0 + j0..r0 + j1);
+        let mut part: Vec<&mut [f32]> = segs.iter_mut().map(|s| &mut s[j0..j1]).collect();
+        f(&rows, j1 - j0, &mut part);
     }
 }
 

@@ -138,13 +138,15 @@ impl Model {
     ///
     /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
     ///
-    /// Where the CPU runs the AVX-512 eight-row Q4_K decode kernel and the
-    /// file was read into memory (not mapped), the layers' Q4_K
-    /// projections are first packed in place, eight rows at a time
-    /// ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix)): the same
+    /// Where the CPU runs the AVX-512 eight-row Q4_K/Q5_K decode kernel
+    /// and the file was read into memory (not mapped), the layers' Q4_K
+    /// and Q5_K projections are first packed in place, eight rows at a
+    /// time ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
+    /// [`PackedQ5KMatrix`](crate::matvec::PackedQ5KMatrix)): the same
     /// results from every backend, read in the order that kernel loads
     /// them. [`file`](Self::file) then shows those tensors packed
-    /// ([`TensorLayout::Q4KRows8`](crate::gguf::TensorLayout)).
+    /// ([`TensorLayout::Q4KRows8`](crate::gguf::TensorLayout) or
+    /// `Q5KRows8`).
     pub fn from_file(mut file: GgufFile) -> Result<Self, ModelError> {
         pack_for_decode(&mut file);
         let tokenizer = Tokenizer::from_gguf(&file.gguf())?;
@@ -227,7 +229,7 @@ impl Model {
     }
 }
 
-/// Packs `file`'s layers' Q4_K projections eight rows at a time, in
+/// Packs `file`'s layers' Q4_K and Q5_K projections eight rows at a time, in
 /// place, where the CPU runs the AVX-512 eight-row decode kernel and the
 /// file was read into memory ([`GgufFile::read`] or
 /// [`from_bytes`](GgufFile::from_bytes), not [`open`](GgufFile::open));
@@ -235,7 +237,7 @@ impl Model {
 /// [`Qwen3::load`] of the file afterwards gives the same results, faster.
 ///
 /// On an AMD EPYC (Zen 4) VM, one thread, a Q4_K_M Qwen3-0.6B's Q4_K
-/// products read the packed rows front to back, where eight rows read a
+/// products (and a Q5_K_M one's Q5_K products) read the packed rows front to back, where eight rows read a
 /// block at a time are a pattern the hardware prefetchers do not follow,
 /// and skip the kernel's transposes (the README's Zen 4 section has the
 /// measurements).
@@ -332,6 +334,65 @@ mod tests {
         .unwrap();
         assert_eq!(got, b.decode(3).unwrap());
         assert_eq!(a.decode(4).unwrap(), b.decode(4).unwrap());
+    }
+
+    /// Packing forced on whatever CPU runs the test (the model packs only
+    /// where the AVX-512 eight-row kernel runs; elsewhere the packed
+    /// matrices go through the other kernels' fallbacks): a Q4_K_M and a
+    /// Q5_K_M model's projections packed give the unpacked file's logits
+    /// bit for bit on every backend, decode and prefill; packing again
+    /// packs nothing; writing the packed file out gives the original file.
+    #[test]
+    #[cfg_attr(miri, ignore = "forward passes take minutes under Miri")]
+    fn forced_packing_gives_the_file_s_bits_on_every_kernel() {
+        use crate::backend::{AnyBackend, Backend};
+        use crate::synth::{model_bytes, FileType, SynthConfig};
+        fn logits<B: Backend>(model: &Qwen3<'_>, b: B, prefill: bool) -> Vec<u32> {
+            let opts = SessionOptions {
+                max_positions: 32,
+                ..SessionOptions::default()
+            };
+            let mut s = Session::new(model, b, opts).unwrap();
+            let prompt = [3u32, 141, 59, 265, 358, 97, 93, 238, 46];
+            let mut out = Vec::new();
+            if prefill {
+                out.extend(s.prefill_all(&prompt).unwrap().iter().map(|v| v.to_bits()));
+            } else {
+                for &t in &prompt {
+                    out.extend(s.decode(t).unwrap().iter().map(|v| v.to_bits()));
+                }
+            }
+            out.extend(s.decode(7).unwrap().iter().map(|v| v.to_bits()));
+            out
+        }
+        for file_type in [FileType::Q4KM, FileType::Q5KM] {
+            let bytes = model_bytes(&SynthConfig::small().with_file_type(file_type), 5).unwrap();
+            let plain_file = GgufFile::from_bytes(&bytes).unwrap();
+            let plain = Qwen3::load(&plain_file.gguf()).unwrap();
+            let mut file = GgufFile::from_bytes(&bytes).unwrap();
+            let packed = file.pack_rows8(|info| is_projection(&info.name));
+            assert!(packed > 0, "{file_type:?}: nothing packed");
+            assert_eq!(file.pack_rows8(|info| is_projection(&info.name)), 0);
+            let model = Qwen3::load(&file.gguf()).unwrap();
+            assert!(matches!(
+                model.weights.layers[0].q,
+                crate::matvec::Weight::Q4KPacked(_) | crate::matvec::Weight::Q5KPacked(_)
+            ));
+            for (name, threads) in [("scalar", 1), ("simd", 1), ("parallel", 3), ("pool", 2)] {
+                for prefill in [false, true] {
+                    let b = || AnyBackend::new(name, threads).unwrap();
+                    assert!(
+                        logits(&plain, b(), prefill) == logits(&model, b(), prefill),
+                        "{file_type:?}: {name} x{threads}, prefill {prefill}"
+                    );
+                }
+            }
+            let written = crate::gguf::Writer::from_gguf(&file.gguf())
+                .unwrap()
+                .to_bytes()
+                .unwrap();
+            assert!(written == bytes, "{file_type:?}: the written file differs");
+        }
     }
 
     /// `TINY` with the first occurrence of `from` replaced by `to` (of the

@@ -144,14 +144,14 @@ impl PackedBlock for BlockQ5Kx8 {
 ///
 /// If `w` is not a whole number of groups of eight rows of `nb` blocks.
 pub fn pack_rows8<P: PackedBlock>(w: &[P::Row], nb: usize) -> Vec<P> {
-    let group = PACK_ROWS * nb;
+    let group = PACK_ROWS.checked_mul(nb).filter(|&g| g > 0);
     assert!(
-        nb > 0 && w.len().is_multiple_of(group),
+        group.is_some_and(|g| w.len().is_multiple_of(g)),
         "pack_rows8: {} blocks are not whole groups of eight rows of {nb}",
         w.len()
     );
     let mut out = Vec::with_capacity(w.len() / PACK_ROWS);
-    for rows in w.chunks_exact(group) {
+    for rows in w.chunks_exact(PACK_ROWS * nb) {
         out.extend((0..nb).map(|b| P::pack(core::array::from_fn(|r| &rows[r * nb + b]))));
     }
     out
@@ -181,8 +181,10 @@ pub fn pack_q5_k_rows8(w: &[BlockQ5K], nb: usize) -> Vec<BlockQ5Kx8> {
 /// they were, if they are not such a matrix.
 pub(crate) fn pack_in_place<P: PackedBlock>(bytes: &mut [u8], nb: usize) -> bool {
     let row_block = core::mem::size_of::<P::Row>();
-    let group = PACK_ROWS * nb * row_block;
-    if nb == 0 || !bytes.len().is_multiple_of(group) {
+    let Some(group) = (PACK_ROWS * row_block).checked_mul(nb).filter(|&g| g > 0) else {
+        return false;
+    };
+    if !bytes.len().is_multiple_of(group) {
         return false;
     }
     let mut rows = vec![P::Row::zeroed(); PACK_ROWS * nb];
@@ -201,11 +203,12 @@ pub(crate) fn pack_in_place<P: PackedBlock>(bytes: &mut [u8], nb: usize) -> bool
 /// number of groups of such rows.
 pub(crate) fn unpack_bytes<P: PackedBlock>(bytes: &[u8], nb: usize) -> Option<Vec<u8>> {
     let size = core::mem::size_of::<P>();
-    if nb == 0 || !bytes.len().is_multiple_of(size * nb) {
+    let group = size.checked_mul(nb).filter(|&g| g > 0)?;
+    if !bytes.len().is_multiple_of(group) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len());
-    for group in bytes.chunks_exact(size * nb) {
+    for group in bytes.chunks_exact(group) {
         let blocks: Vec<P> = group
             .chunks_exact(size)
             .map(bytemuck::pod_read_unaligned)
@@ -288,5 +291,9 @@ mod tests {
         assert!(std::panic::catch_unwind(|| pack_q4_k_rows8(&w, 2)).is_err());
         let w5: Vec<BlockQ5K> = blocks(8 * 2, 1);
         assert!(std::panic::catch_unwind(|| pack_q5_k_rows8(&w5, 3)).is_err());
+        // Block counts whose group size overflows are refused, not wrapped.
+        assert!(!pack_in_place::<BlockQ4Kx8>(&mut bytes, usize::MAX));
+        assert!(unpack_bytes::<BlockQ5Kx8>(&bytes, usize::MAX / 2).is_none());
+        assert!(std::panic::catch_unwind(|| pack_q4_k_rows8(&[], usize::MAX)).is_err());
     }
 }

@@ -2719,7 +2719,8 @@ mod tests {
         }
     }
 
-    /// The eight-row Q4_K and Q5_K decode forms at the integer bounds
+    /// The eight-row Q4_K and Q5_K decode forms, rows apart and packed, at
+    /// the integer bounds
     /// (every level 15 or 31, every scale and min code 63, activations all
     /// -128 or all 127, 16 blocks, so a sub-block's sums and Q4_K's
     /// sixteen-fold high halves reach their largest)
@@ -2755,10 +2756,16 @@ mod tests {
                         k.dot_q4_k_rows8([&w4[..]; 8], &x),
                         k.dot_q5_k_rows8([&w5[..]; 8], &x),
                     );
+                    // The same rows packed eight at a time.
+                    let p4 = crate::quant::pack_q4_k_rows8(&w4.repeat(8), 16);
+                    let p5 = crate::quant::pack_q5_k_rows8(&w5.repeat(8), 16);
+                    let (pk4, pk5) = (k.dot_q4_k_packed8(&p4, &x), k.dot_q5_k_packed8(&p5, &x));
                     let want4 = crate::quant::q4_k::dot_q4_k_blocks(&w4, &x);
                     for r in 0..8 {
                         assert!(same(g4[r], k.dot_q4_k(&w4, &x)), "{kernel:?} {xv} {d:#x}");
                         assert!(same(g5[r], k.dot_q5_k(&w5, &x)), "{kernel:?} {xv} {d:#x}");
+                        assert!(same(pk4[r], g4[r]), "{kernel:?} packed {xv} {d:#x}");
+                        assert!(same(pk5[r], g5[r]), "{kernel:?} packed {xv} {d:#x}");
                         if d == one && dmin == one {
                             let err = (g4[r] - want4).abs();
                             assert!(
@@ -3086,7 +3093,10 @@ mod tests {
                 .collect()
         }
         for kernel in Kernel::ALL {
-            let Some(k) = kernel.dispatch() else { continue };
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("packed_k_equals_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
             for hints in [0u8, 1, 2] {
                 #[cfg(target_arch = "x86_64")]
                 x86_64::TO_L2_IN_TESTS.store(hints, std::sync::atomic::Ordering::Relaxed);
