@@ -855,8 +855,8 @@ fn levels8(q: &[u8; 8]) -> __m256i {
 }
 
 /// The scaled integer sums of one block of four weight rows (`q[r]`, the
-/// 256 levels in weight order; `sc[r][j]`, the scale of the `j`-th run of
-/// `STEPS` eight-value steps, in both halves of an `i32`) against group
+/// 256 levels in weight order; `sc[r][j]`, the scale of the `j`-th of
+/// `RUNS` runs of eight-value steps, in both halves of an `i32`) against group
 /// `g`'s eight activation rows: `isum[h][r]`, lanes `2a`, `2a + 1` of
 /// activation row `4h + a`. Each run's steps are added in `i16` before
 /// its one `vpmaddwd` by the scale, as the AVX-512 kernels do (the
@@ -865,17 +865,21 @@ fn levels8(q: &[u8; 8]) -> __m256i {
 #[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scaled_sums<const STEPS: usize>(
+fn scaled_sums<const RUNS: usize>(
     q: [&[u8; QK_K]; 4],
-    sc: [&[i32]; 4],
+    sc: [&[i32; RUNS]; 4],
     g: &Q8KGroup,
 ) -> [[__m256i; 4]; 2] {
-    let q8 = q.map(|l| l.as_chunks::<8>().0);
+    // Arrays of known length, not slices: with slices every index was
+    // checked in the loop (twenty compares and branches per eight
+    // `vpmaddubsw`, which bounded the loop on an AMD Zen 3 core).
+    let steps = QK_K / 8 / RUNS;
+    let q8: [&[[u8; 8]; QK_K / 8]; 4] = q.map(|l| bytemuck::cast_ref(l));
     let mut isum = [[_mm256_setzero_si256(); 4]; 2];
     for (h, isum) in isum.iter_mut().enumerate() {
-        for j in 0..QK_K / 8 / STEPS {
+        for j in 0..RUNS {
             let mut t = [_mm256_setzero_si256(); 4];
-            for s in STEPS * j..STEPS * j + STEPS {
+            for s in steps * j..steps * j + steps {
                 let xv = half(&g.qs[s], h);
                 for r in 0..4 {
                     let p = _mm256_maddubs_epi16(levels8(&q8[r][s]), xv);
@@ -914,7 +918,7 @@ pub(crate) fn gemm_k4_4x8(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
     let mut acc_min = [_mm256_setzero_ps(); 4];
     for (b, g) in x.iter().enumerate() {
         let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
-        let isum = scaled_sums::<4>(wb.map(|l| &l.q), wb.map(|l| &l.sc[..]), g);
+        let isum = scaled_sums::<8>(wb.map(|l| &l.q), wb.map(|l| &l.sc), g);
         let dx: __m256 = bytemuck::cast(g.d);
         for r in 0..4 {
             let mins: [i64; 2] = bytemuck::cast(wb[r].mins);
@@ -955,7 +959,7 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
     let mut acc = [_mm256_setzero_ps(); 4];
     for (b, g) in x.iter().enumerate() {
         let wb = [&w[0][b], &w[1][b], &w[2][b], &w[3][b]];
-        let isum = scaled_sums::<2>(wb.map(|l| &l.q), wb.map(|l| &l.sc[..]), g);
+        let isum = scaled_sums::<16>(wb.map(|l| &l.q), wb.map(|l| &l.sc), g);
         let dx: __m256 = bytemuck::cast(g.d);
         for r in 0..4 {
             let sc: [i64; 4] = bytemuck::cast(wb[r].sc16);
