@@ -874,7 +874,7 @@ fn scaled_sums<const RUNS: usize>(
     // checked in the loop (twenty compares and branches per eight
     // `vpmaddubsw`, which bounded the loop on an AMD Zen 3 core).
     let steps = QK_K / 8 / RUNS;
-    let q8: [&[[u8; 8]; QK_K / 8]; 4] = q.map(|l| bytemuck::cast_ref(l));
+    let q8: [&[[u8; 8]; QK_K / 8]; 4] = q.map(bytemuck::cast_ref);
     let mut isum = [[_mm256_setzero_si256(); 4]; 2];
     for (h, isum) in isum.iter_mut().enumerate() {
         for j in 0..RUNS {
