@@ -343,6 +343,7 @@ mod tests {
     /// bit for bit on every backend, decode and prefill; packing again
     /// packs nothing; writing the packed file out gives the original file.
     #[test]
+    #[cfg(not(feature = "loom"))] // the pool runs on loom's scheduler under `loom`
     #[cfg_attr(miri, ignore = "forward passes take minutes under Miri")]
     fn forced_packing_gives_the_file_s_bits_on_every_kernel() {
         use crate::backend::{AnyBackend, Backend};
