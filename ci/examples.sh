@@ -8,9 +8,10 @@
 #   a tiny synthetic model standing in for `M.gguf` and `model.gguf`;
 # - every example, with and without a model file (the tiny one standing in
 #   for `model.gguf` and the downloaded `Qwen3-0.6B-Q8_0.gguf`). These run
-#   in the debug build `cargo test` already made, not with the README's
-#   `--release`: an example pulls in the dev-dependencies, whose release
-#   build would cost CI minutes for the same code paths;
+#   in the test-profile build `cargo test` already made (it builds every
+#   example), not with the README's `--release`: an example pulls in the
+#   dev-dependencies, whose release build would cost CI minutes for the
+#   same code paths;
 # - `cargo package`, so a published crate builds from its packaged sources
 #   alone.
 set -euo pipefail
@@ -43,13 +44,13 @@ run cargo run --release
 echo "examples: the main job, cargo run --release, ran ($((SECONDS - started)) s)"
 
 started=$SECONDS
-cargo build --examples
+cargo build --profile test --examples
 for example in pool_custom_kernel q8_matvec gguf_inspect generate serve; do
-  run cargo run -q --example "$example"
+  run cargo run -q --profile test --example "$example"
 done
-run cargo run -q --example gguf_inspect -- "$model"
-run cargo run -q --example generate -- "$model" "Hello"
-run cargo run -q --example serve -- "$model"
+run cargo run -q --profile test --example gguf_inspect -- "$model"
+run cargo run -q --profile test --example generate -- "$model" "Hello"
+run cargo run -q --profile test --example serve -- "$model"
 echo "examples: 5 examples ran, with and without a model file ($((SECONDS - started)) s)"
 
 cargo package --allow-dirty
