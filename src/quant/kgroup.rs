@@ -384,26 +384,28 @@ fn magnitudes(q: &[i8; 32]) -> [u8; 32] {
     abs
 }
 
-/// [`gemm_b32_reference`] for one weight row in its [`B32Signed`] form:
-/// the same exact lanes (the products of the signed weights, where the
-/// unsigned form adds the offset's products and takes them off again) and
-/// the same float operations, so the same bits.
+/// AVX2's `dot_q8` of one Q8_0 or Q4_0 weight row, in its [`B32Signed`]
+/// form, with each of the eight interleaved activation rows of `x`: per
+/// block the exact integer sum `isum`, then the term `(d_w * d_x) * isum`
+/// added to partial sum `b % 4` (from `+0.0`), and the partial sums added
+/// as `(s0 + s1) + (s2 + s3)`. What the AVX2 GEMM
+/// (`x86_64::avx2_q8::gemm_b32s_1x8`) and AVX2's single-row dots return.
 ///
 /// # Panics
 ///
 /// If the row's block count differs from `x.len()`.
 pub(crate) fn gemm_b32s_reference(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
-    b32_sums(
-        w.len(),
-        x,
-        |b| w[b].d,
-        |b, a, m| {
-            let g = &x[b];
-            (4 * m..4 * m + 4)
-                .map(|k| i32::from(w[b].q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]))
-                .sum()
-        },
-    )
+    assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
+    core::array::from_fn(|a| {
+        let mut s = [0.0f32; 4];
+        for (b, (wb, g)) in w.iter().zip(x).enumerate() {
+            let isum: i32 = (0..32)
+                .map(|k| i32::from(wb.q[k]) * i32::from(g.qs[k / 8][8 * a + k % 8]))
+                .sum();
+            s[b % 4] += wb.d * g.d[2 * a] * isum as f32;
+        }
+        (s[0] + s[1]) + (s[2] + s[3])
+    })
 }
 
 /// The float part the Q8_0/Q4_0 GEMM shares with the single-row x86 dots,

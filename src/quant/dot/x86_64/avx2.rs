@@ -1,15 +1,9 @@
 //! AVX2 + FMA + F16C kernels.
 //!
-//! Per Q8_0 block: `vpsignb` moves the weight's sign onto the activation so
-//! `vpmaddubsw` can multiply `|w|` (unsigned) by `sign(w) * x` (signed) into
-//! 16 pairwise `i16` sums, and `vpmaddwd` by ones widens them to 8 `i32`
-//! lanes, lane `j` holding the exact sum of products of bytes `4j..4j+4`.
-//! Nothing saturates: `|w| <= 128` and `|x| <= 127` (the activation
-//! invariant), so a pair sums to at most `2 * 128 * 127 < 2^15`.
-//! The lanes are converted to f32 and fused-multiply-added with the block's
-//! `d_w * d_x` into eight running sums; two accumulators alternate between
-//! even and odd blocks to hide the FMA latency, and one horizontal sum ends
-//! the row.
+//! The Q8_0 and Q4_0 kernels, which sum each block exactly before any
+//! float operation, are in [`super::avx2_q8`]; this module holds the
+//! K-quant, float and attention kernels, the activation quantizer and the
+//! helpers they share.
 //!
 //! The kernels are safe `#[target_feature]` functions: only the call needs
 //! the CPU check, made by `unsafe_core::simd::Avx2Token`. Vectors are loaded
@@ -23,8 +17,7 @@ use half::f16;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::{BlockQ8_0, QK8_0};
 use crate::quant::dot::scalar::for_rows;
-use crate::quant::kgroup::{B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
-use crate::quant::q4_0::BlockQ4_0;
+use crate::quant::kgroup::{K4Levels, Q6Levels, Q8KGroup, GROUP_ROWS};
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
@@ -104,30 +97,11 @@ pub(super) fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// The weight side of a block: its bytes and their magnitudes.
-type Weight = (__m256i, __m256i);
-
-/// [`Weight`] of a block.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn prep(w: &BlockQ8_0) -> Weight {
-    let qw: __m256i = bytemuck::cast(w.qs);
-    (qw, _mm256_sign_epi8(qw, qw))
-}
-
-/// Eight `i32` lanes whose sum is the block's exact integer dot product:
-/// `vpsignb` puts the weight's sign on the activation, `vpmaddubsw`
-/// multiplies it by `|w|` into pairwise `i16` sums and `vpmaddwd` by ones
-/// widens them.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn lanes((qw, abs_w): Weight, x: &ActBlock) -> __m256i {
-    let qx: __m256i = bytemuck::cast(x.qs);
-    let pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(qx, qw));
-    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
-}
-
-q8_kernels!("avx2,fma,f16c");
+// The Q8_0 and Q4_0 kernels take the scalar kernel's rounding (see
+// `avx2_q8`).
+pub(crate) use super::avx2_q8::{
+    dot_q4_0, dot_q4_0_x4, dot_q8, dot_q8_x4, gemm_b32s_1x8, matvec_q8,
+};
 
 /// Dot product of two f32 slices: four 8-lane FMA accumulators over
 /// 32-element steps, then 8-element steps into the first, a fixed
@@ -728,18 +702,6 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 k_prep_256!("avx2,fma,f16c");
 k_kernels!("avx2,fma,f16c");
 
-/// Q4_0 lanes (`q4_0_kernels!`): `vpmaddubsw` of the unsigned levels by the
-/// activations, `vpmaddwd` by ones, plus the activation's `-8 * sum`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
-    let qx: __m256i = bytemuck::cast(x.qs);
-    let pairs = _mm256_maddubs_epi16(q, qx);
-    _mm256_add_epi32(q4_0_bias(x), _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
-}
-
-q4_0_kernels!("avx2,fma,f16c");
-
 /// The mins of a Q4_K/Q5_K block (bytes 8-15 of the decoded scales and
 /// mins), min `j` twice in `i16` lanes, for the two 16-value activation
 /// sums it covers.
@@ -977,86 +939,4 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
         }
     }
     core::array::from_fn(|r| bytemuck::cast(acc[r]))
-}
-
-/// `gemm_b32s_reference(w, x)` (`quant::kgroup`), bit for bit (NaN
-/// payloads aside): one Q8_0 or Q4_0 weight row, unpacked to signed bytes,
-/// against the eight activation rows of `x`; so each result is the
-/// single-row `dot_q8` or `dot_q4_0` of that activation row.
-///
-/// Per value it does less than the four-row kernels (`dot_q8_x4`), which
-/// broadcast each (weight block, activation row) pair's activation scale
-/// and multiply it by the weight's: here one `vmulps` makes the products
-/// of four activation rows at once, since the group keeps the rows'
-/// scales side by side. Step `s` of a block (columns `8s..8s + 8`) is, per
-/// half of the group (`h`, rows `4h..4h + 4`): the weight's eight bytes
-/// and magnitudes broadcast to each 64-bit slot, `vpsignb` putting the
-/// weight's signs on the activations, `vpmaddubsw` by the magnitudes and
-/// `vpmaddwd` by ones, so the `i32` lanes `2a`, `2a + 1` are lanes `2s`,
-/// `2s + 1` of activation row `4h + a` in the single-row kernel, exactly
-/// (`|w| <= 128`, `|x| <= 127`: no pair saturates). Each lane's FMA goes
-/// into the register of its step, half and the block's parity. The even
-/// blocks run first, then the odd ones, so eight accumulators are live,
-/// not sixteen (each register sees the same FMAs in the same order), and
-/// a step's broadcasts serve both halves. The compiler still spills a few
-/// registers a block; running one half at a time (four accumulators, no
-/// spill, every broadcast loaded twice) measured the same in cache.
-///
-/// Exact for activation bytes in `-127..=127`, the quantizers' range,
-/// as `dot_q8` is: `vpsignb` cannot negate `-128`. (`dot_q4_0` adds the
-/// offset instead and is exact for any byte; for `-128` the two would
-/// differ, and no quantizer of this crate writes one.)
-///
-/// # Panics
-///
-/// If the row's block count differs from `x.len()`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
-    assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
-    let (w2, w_rest) = w.as_chunks::<2>();
-    let (x2, x_rest) = x.as_chunks::<2>();
-    let mut even = [[_mm256_setzero_ps(); 4]; 2];
-    for ([wb, _], [g, _]) in w2.iter().zip(x2) {
-        b32s_block(&mut even, wb, g);
-    }
-    if let ([wb], [g]) = (w_rest, x_rest) {
-        b32s_block(&mut even, wb, g);
-    }
-    let mut odd = [[_mm256_setzero_ps(); 4]; 2];
-    for ([_, wb], [_, g]) in w2.iter().zip(x2) {
-        b32s_block(&mut odd, wb, g);
-    }
-    let mut out = [0.0; GROUP_ROWS];
-    for h in 0..2 {
-        // v[s]: lanes 2s, 2s + 1 of each row, the parities added.
-        let v: [__m256; 4] = core::array::from_fn(|s| _mm256_add_ps(even[h][s], odd[h][s]));
-        // Lanes (l0 + l4, l1 + l5) + (l2 + l6, l3 + l7) of each row, then
-        // the row's two lanes added.
-        let u = _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
-        let r: [f32; 8] = bytemuck::cast(_mm256_add_ps(u, _mm256_permute_ps::<0b10_11_00_01>(u)));
-        for a in 0..4 {
-            out[4 * h + a] = r[2 * a];
-        }
-    }
-    out
-}
-
-/// One block of [`gemm_b32s_1x8`] into `acc[h][s]`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn b32s_block(acc: &mut [[__m256; 4]; 2], w: &B32Signed, g: &Q8Group) {
-    let dw = _mm256_set1_ps(w.d);
-    let (q8, _) = w.q.as_chunks::<8>();
-    let (abs8, _) = w.abs.as_chunks::<8>();
-    let (dx, _) = g.d.as_chunks::<8>();
-    for s in 0..4 {
-        let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
-        let wa = levels8(&abs8[s]);
-        for h in 0..2 {
-            let d = _mm256_mul_ps(dw, bytemuck::cast(dx[h]));
-            let xs = _mm256_sign_epi8(half(&g.qs[s], h), wq);
-            let lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xs), _mm256_set1_epi16(1));
-            acc[h][s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[h][s]);
-        }
-    }
 }

@@ -967,6 +967,7 @@ macro_rules! q4_0_kernels {
 }
 
 pub(crate) mod avx2;
+pub(crate) mod avx2_q8;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;
 pub(crate) mod float;
