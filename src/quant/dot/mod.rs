@@ -856,12 +856,18 @@ impl Dispatch {
     /// bits of AVX2's single-row dots (`x86_64::avx2_q8` says how they
     /// round). Only the AVX2 kernel's prefill runs it
     /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)): the
-    /// VNNI kernels' dots round otherwise.
+    /// VNNI kernels' dots round otherwise. `NARROW` (weights in `-8..=8`,
+    /// Q4_0's) lets the kernel add products in 16 bits: the same bits,
+    /// fewer multiplies.
     #[inline]
-    pub(crate) fn gemm_b32s_1x8(self, w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
+        self,
+        w: &[B32Signed],
+        x: &[Q8Group],
+    ) -> [f32; GROUP_ROWS] {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx2(t) => t.gemm_b32s_1x8(w, x),
+            Dispatch::Avx2(t) => t.gemm_b32s_1x8::<NARROW>(w, x),
             _ => kgroup::gemm_b32s_reference(w, x),
         }
     }
@@ -2949,13 +2955,17 @@ mod tests {
                 // `dot_q8` of the row's values, Q4_0's levels less 8.
                 let s8: Vec<Vec<B32Signed>> = w8.iter().map(|r| r.iter().map(B32Signed::q8_0).collect()).collect();
                 let s4: Vec<Vec<B32Signed>> = w4.iter().map(|r| r.iter().map(B32Signed::q4_0).collect()).collect();
-                let signed = [[0, 1].map(|r| k.gemm_b32s_1x8(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8(&s4[r], &groups))];
+                let signed = [[0, 1].map(|r| k.gemm_b32s_1x8::<false>(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8::<true>(&s4[r], &groups))];
+                // Q4_0's narrow form adds in 16 bits what the wide form adds
+                // in 32: the same sums.
+                let wide4 = [0, 1].map(|r| k.gemm_b32s_1x8::<false>(&s4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
                     for r in 0..2 {
                         for a in 0..8 {
                             prop_assert!(same(got[t][r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
                             prop_assert!(same(signed[t][r][a], signed_ref[t][r][a]), "{:?} signed type {} row {} act {}", kernel, t, r, a);
+                            prop_assert!(same(wide4[r][a], signed[1][r][a]), "{:?} wide q4_0 row {} act {}", kernel, r, a);
                         }
                     }
                 }
@@ -2976,7 +2986,7 @@ mod tests {
                 if nb > 0 {
                     let short = &l8[1][..nb - 1];
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
-                    prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_b32s_1x8::<false>(&s8[1][..nb - 1], &groups)).is_err());
                 }
             });
         }

@@ -320,12 +320,22 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
 
 /// One Q8_0 or Q4_0 weight row, as signed bytes (Q4_0's levels less 8),
 /// against a batch's eight interleaved activation rows: `dot_q8` (or
-/// `dot_q4_0`) of the row with each activation row, bit for bit. Per block, the eight steps of eight columns give
-/// each activation row its two lanes per step (`vpsignb`, `vpmaddubsw`,
-/// `vpmaddwd`), added over the steps in `i32`; one `vphaddd` then leaves
-/// the eight rows' exact block sums in one register, and one conversion
-/// and three float operations make the eight rows' terms and add them to
+/// `dot_q4_0`) of the row with each activation row, bit for bit. Per
+/// block, the four steps of eight columns give each activation row its
+/// pairwise products (`vpsignb`, `vpmaddubsw`), widened and added over
+/// the steps in `i32` (`vpmaddwd` by ones); one `vphaddd` then leaves the
+/// eight rows' exact block sums in one register, and one conversion and
+/// three float operations make the eight rows' terms and add them to
 /// their partial sums, as [`row_loop`] orders them.
+///
+/// `NARROW` is for weights in `-8..=8` (Q4_0's levels less 8): a pair of
+/// products is then at most `2 * 8 * 128` in magnitude, so the four
+/// steps' pairs add exactly in `i16` and one `vpmaddwd` per half widens
+/// their sum, two per block where the wide form takes eight. The
+/// multiplies are what bounds this loop on AVX2 (they share two pipes
+/// with each other), so the narrow form does the block in 10 of them
+/// instead of 16. The sums, and so the bits, are the same; with `NARROW`
+/// and a weight beyond `-8..=8` they would wrap (wrong, never unsound).
 ///
 /// Exact for activation bytes in `-127..=127`, the quantizers' range, as
 /// `dot_q8` is.
@@ -334,38 +344,70 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
 ///
 /// If the row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
+    w: &[B32Signed],
+    x: &[Q8Group],
+) -> [f32; GROUP_ROWS] {
     assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
-    let ones = _mm256_set1_epi16(1);
     // Each row's partial sum `b % 4` in `acc[b % 4]`; lanes in the order
     // rows 0, 1, 4, 5 | 2, 3, 6, 7 (what `vphaddd` of the two halves
     // leaves), put back at the end.
     let mut acc = [_mm256_setzero_ps(); 4];
-    for (b, (wb, g)) in w.iter().zip(x).enumerate() {
-        let (q8, _) = wb.q.as_chunks::<8>();
-        let (abs8, _) = wb.abs.as_chunks::<8>();
-        // isum[h]: lanes 2a, 2a + 1 of activation row 4h + a.
-        let mut isum = [_mm256_setzero_si256(); 2];
-        for (s, qs) in g.qs.iter().enumerate() {
-            let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
-            let wa = _mm256_set1_epi64x(i64::from_le_bytes(abs8[s]));
-            let (halves, _) = qs.as_chunks::<32>();
-            for (h, half) in halves.iter().enumerate() {
-                let qx: __m256i = bytemuck::cast(*half);
-                let pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(qx, wq));
-                isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones));
-            }
-        }
-        // Rows 0, 1, 4, 5 | 2, 3, 6, 7, each its block's exact sum.
-        let rows = _mm256_hadd_epi32(isum[0], isum[1]);
-        // The activation scales in that order (`g.d` holds each twice).
-        let (d2, _) = g.d.as_chunks::<8>();
-        let d_x = _mm256_shuffle_ps::<0b10_00_10_00>(bytemuck::cast(d2[0]), bytemuck::cast(d2[1]));
-        let d = _mm256_mul_ps(_mm256_set1_ps(wb.d), d_x);
-        acc[b % 4] = _mm256_add_ps(acc[b % 4], _mm256_mul_ps(d, _mm256_cvtepi32_ps(rows)));
+    // Four blocks a step, so that the four partial sums stay in registers
+    // (indexed by `b % 4` they lived on the stack, and `perf` put a
+    // quarter of the loop's time on reloading them).
+    let (w4, w_rest) = w.as_chunks::<4>();
+    let (x4, x_rest) = x.as_chunks::<4>();
+    for (wc, gc) in w4.iter().zip(x4) {
+        // Written out: as a loop over `i` it stayed rolled, `acc` on the
+        // stack.
+        acc[0] = _mm256_add_ps(acc[0], b32s_terms::<NARROW>(&wc[0], &gc[0]));
+        acc[1] = _mm256_add_ps(acc[1], b32s_terms::<NARROW>(&wc[1], &gc[1]));
+        acc[2] = _mm256_add_ps(acc[2], b32s_terms::<NARROW>(&wc[2], &gc[2]));
+        acc[3] = _mm256_add_ps(acc[3], b32s_terms::<NARROW>(&wc[3], &gc[3]));
+    }
+    for (i, (wb, g)) in w_rest.iter().zip(x_rest).enumerate() {
+        acc[i] = _mm256_add_ps(acc[i], b32s_terms::<NARROW>(wb, g));
     }
     let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     // The 64-bit words (rows 0 1, 4 5, 2 3, 6 7) back in row order.
     let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(sum));
     bytemuck::cast(ordered)
+}
+
+/// One block's terms in [`gemm_b32s_1x8`]: `(d_w * d_x) * isum` of the
+/// eight activation rows, in the order rows 0, 1, 4, 5 | 2, 3, 6, 7.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn b32s_terms<const NARROW: bool>(wb: &B32Signed, g: &Q8Group) -> __m256 {
+    let ones = _mm256_set1_epi16(1);
+    let (q8, _) = wb.q.as_chunks::<8>();
+    let (abs8, _) = wb.abs.as_chunks::<8>();
+    // isum[h]: lanes 2a, 2a + 1 of activation row 4h + a (narrow: the
+    // pairs, summed over the steps in `i16`).
+    let mut isum = [_mm256_setzero_si256(); 2];
+    for (s, qs) in g.qs.iter().enumerate() {
+        let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
+        let wa = _mm256_set1_epi64x(i64::from_le_bytes(abs8[s]));
+        let (halves, _) = qs.as_chunks::<32>();
+        for (h, half) in halves.iter().enumerate() {
+            let qx: __m256i = bytemuck::cast(*half);
+            let pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(qx, wq));
+            isum[h] = if NARROW {
+                _mm256_add_epi16(isum[h], pairs)
+            } else {
+                _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones))
+            };
+        }
+    }
+    if NARROW {
+        isum = isum.map(|p| _mm256_madd_epi16(p, ones));
+    }
+    // Rows 0, 1, 4, 5 | 2, 3, 6, 7, each its block's exact sum.
+    let rows = _mm256_hadd_epi32(isum[0], isum[1]);
+    // The activation scales in that order (`g.d` holds each twice).
+    let (d2, _) = g.d.as_chunks::<8>();
+    let d_x = _mm256_shuffle_ps::<0b10_00_10_00>(bytemuck::cast(d2[0]), bytemuck::cast(d2[1]));
+    let d = _mm256_mul_ps(_mm256_set1_ps(wb.d), d_x);
+    _mm256_mul_ps(d, _mm256_cvtepi32_ps(rows))
 }
