@@ -10,7 +10,8 @@
 //! s3)`. Every kernel here, single-row, four-row and GEMM, runs those
 //! operations for each row, so all return the same bits
 //! ([`kgroup::gemm_b32s_reference`](crate::quant::kgroup::gemm_b32s_reference)
-//! states them in plain Rust). Four partial sums rather than the scalar
+//! states them in plain Rust; a NaN result may carry another payload,
+//! as the compiler may swap a float add's operands). Four partial sums rather than the scalar
 //! kernel's one: a decode row then adds four blocks' terms with one
 //! vector add instead of four dependent scalar ones.
 //!
@@ -228,7 +229,8 @@ fn finish(acc: __m128) -> f32 {
     (s0 + s1) + (s2 + s3)
 }
 
-/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit: each weight
+/// `[dot_q8(w, x[0]), .., dot_q8(w, x[3])]`, bit for bit (a NaN result,
+/// from a NaN or infinite scale, may carry another NaN payload): each weight
 /// block's scale read once for the four activation rows, their four
 /// block sums folded together and their terms added in one register.
 ///
@@ -240,7 +242,8 @@ pub(crate) fn dot_q8_x4(w: &[BlockQ8_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
     rows_x4::<_, 0>(w, x, |w, x| lanes(w, x), |b| b.d)
 }
 
-/// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit, as
+/// `[dot_q4_0(w, x[0]), .., dot_q4_0(w, x[3])]`, bit for bit (NaN
+/// payloads aside), as
 /// [`dot_q8_x4`].
 ///
 /// # Panics
@@ -320,7 +323,8 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
 
 /// One Q8_0 or Q4_0 weight row, as signed bytes (Q4_0's levels less 8),
 /// against a batch's eight interleaved activation rows: `dot_q8` (or
-/// `dot_q4_0`) of the row with each activation row, bit for bit. Per
+/// `dot_q4_0`) of the row with each activation row, bit for bit (NaN
+/// payloads aside: the compiler may swap the operands of a float add). Per
 /// block, the four steps of eight columns give each activation row its
 /// pairwise products (`vpsignb`, `vpmaddubsw`), widened and added over
 /// the steps in `i32` (`vpmaddwd` by ones); one `vphaddd` then leaves the
@@ -380,6 +384,10 @@ pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn b32s_terms<const NARROW: bool>(wb: &B32Signed, g: &Q8Group) -> __m256 {
+    debug_assert!(
+        !NARROW || wb.abs.iter().all(|&a| a <= 8),
+        "the narrow GEMM takes weights within -8..=8"
+    );
     let ones = _mm256_set1_epi16(1);
     let (q8, _) = wb.q.as_chunks::<8>();
     let (abs8, _) = wb.abs.as_chunks::<8>();
