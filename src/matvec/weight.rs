@@ -511,16 +511,15 @@ pub(crate) fn gemm_group_rows(
             segs,
             |j, out| k.unpack_row(m.row(r0 + j), out, B32Signed::q8_0),
             |j, n| prefetch_rows_after(m.row(r0 + j), n),
-            |[w], x| [k.gemm_b32s_1x8::<false>(w, x)],
+            |[w], x| [k.gemm_b32s_1x8(w, x)],
             2 * B32_TILE_SETS,
         ),
         Weight::Q4_0(m) if k.matmul_uses_b32_signed() => gemm_rows(
             &groups(),
             segs,
-            |j, out| k.unpack_row(m.row(r0 + j), out, B32Signed::q4_0),
+            |j, out| k.unpack_row(m.row(r0 + j), out, B32Levels::q4_0),
             |j, n| prefetch_rows_after(m.row(r0 + j), n),
-            // Q4_0's values less 8 are in -8..=7: the narrow form.
-            |[w], x| [k.gemm_b32s_1x8::<true>(w, x)],
+            |[w], x| [k.gemm_q4_0_1x8(w, x)],
             2 * B32_TILE_SETS,
         ),
         Weight::Q8_0(m) => gemm_rows(

@@ -15,7 +15,8 @@
 //! `x86_64::avx2::gemm_k4_4x8` and `gemm_q6_4x8` run the same steps on
 //! four rows per 256-bit register, for AVX2 and AVX-VNNI). The Q8_0 and
 //! Q4_0 GEMM reads [`Q8Group`]s the same way: `avx512vnni::gemm_b32_2x8`
-//! with [`B32Levels`], `avx2::gemm_b32s_1x8` with [`B32Signed`].
+//! with [`B32Levels`], and on AVX2 `avx2_q8::gemm_b32s_1x8` with Q8_0's
+//! [`B32Signed`], `avx2_q8::gemm_q4_0_1x8` with Q4_0's [`B32Levels`].
 
 use bytemuck::{Pod, Zeroable};
 
@@ -255,9 +256,15 @@ pub(crate) struct Q8Group {
     pub(crate) neg_bias: [[i32; 16]; 4],
     /// `d[2a + h]` = row `a`'s scale.
     pub(crate) d: [f32; 16],
+    /// `pair_bias[h][4a + k]` = `8 * (x[8s + 2k] + x[8s + 2k + 1])` summed
+    /// over the four steps `s`, for row `4h + a`: what AVX2's Q4_0 GEMM
+    /// (`x86_64::avx2_q8::gemm_q4_0_1x8`) takes off its `i16` sums of
+    /// `levels * x` to leave `(levels - 8) * x`. At most `8 * 4 * 256` in
+    /// magnitude.
+    pub(crate) pair_bias: [[i16; 16]; 2],
 }
 
-const _: () = assert!(core::mem::size_of::<Q8Group>() == 576);
+const _: () = assert!(core::mem::size_of::<Q8Group>() == 640);
 
 impl Q8Group {
     /// Block `b` of eight rows.
@@ -289,6 +296,14 @@ impl Q8Group {
             }
             g.d[2 * a] = x.d;
             g.d[2 * a + 1] = x.d;
+            for k in 0..4 {
+                let pair: i32 = chunks
+                    .iter()
+                    .map(|c| i32::from(c[2 * k]) + i32::from(c[2 * k + 1]))
+                    .sum();
+                // |pair| <= 4 * 256, so 8 * pair fits an i16.
+                g.pair_bias[a / 4][4 * (a % 4) + k] = (8 * pair) as i16;
+            }
         }
     }
 }
@@ -330,9 +345,10 @@ impl B32Levels {
     }
 }
 
-/// A Q8_0 or Q4_0 weight block unpacked for the 256-bit GEMM
-/// (`x86_64::avx2::gemm_b32s_1x8`): its 32 weights as signed bytes
-/// (Q4_0's levels less 8), their magnitudes, and its scale. Without
+/// A Q8_0 weight block unpacked for the 256-bit GEMM
+/// (`x86_64::avx2_q8::gemm_b32s_1x8`): its 32 weights as signed bytes,
+/// their magnitudes, and its scale (and, in the tests, a Q4_0 block's
+/// levels less 8). Without
 /// `vpdpbusd`, `vpmaddubsw` multiplies unsigned by signed bytes into
 /// saturating `i16` pairs, so the unsigned [`B32Levels`] of Q8_0 (up to
 /// 255) could overflow a pair; `|w| * (sign(w) * x)` cannot (`|w| <= 128`,
@@ -355,7 +371,10 @@ impl B32Signed {
         }
     }
 
-    #[inline(always)]
+    /// Q4_0's levels less 8, in the signed form: AVX2's Q4_0 prefill
+    /// takes the levels ([`B32Levels::q4_0`]); the tests check that this
+    /// form gives the same bits.
+    #[cfg(test)]
     pub(crate) fn q4_0(b: &BlockQ4_0) -> Self {
         let mut q = [0i8; 32];
         for (j, &v) in b.qs.iter().enumerate() {
@@ -382,6 +401,29 @@ fn magnitudes(q: &[i8; 32]) -> [u8; 32] {
         *a = v.unsigned_abs();
     }
     abs
+}
+
+/// [`gemm_b32s_reference`] of a Q4_0 row in its [`B32Levels`] form (the
+/// levels `0..=15`): the same exact sums of `(levels - 8) * x`, the same
+/// float operations, so the same bits. What AVX2's Q4_0 GEMM
+/// (`x86_64::avx2_q8::gemm_q4_0_1x8`) returns.
+///
+/// # Panics
+///
+/// If the row's block count differs from `x.len()`.
+pub(crate) fn gemm_q4_0_reference(w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    let signed: Vec<B32Signed> = w
+        .iter()
+        .map(|b| {
+            let q = b.q.map(|l| l as i8 - 8);
+            B32Signed {
+                q,
+                abs: magnitudes(&q),
+                d: b.d,
+            }
+        })
+        .collect();
+    gemm_b32s_reference(&signed, x)
 }
 
 /// AVX2's `dot_q8` of one Q8_0 or Q4_0 weight row, in its [`B32Signed`]

@@ -856,19 +856,28 @@ impl Dispatch {
     /// bits of AVX2's single-row dots (`x86_64::avx2_q8` says how they
     /// round). Only the AVX2 kernel's prefill runs it
     /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)): the
-    /// VNNI kernels' dots round otherwise. `NARROW` (weights in `-8..=8`,
-    /// Q4_0's) lets the kernel add products in 16 bits: the same bits,
-    /// fewer multiplies.
+    /// VNNI kernels' dots round otherwise. A Q4_0 prefill runs
+    /// [`gemm_q4_0_1x8`](Self::gemm_q4_0_1x8) instead.
     #[inline]
-    pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
-        self,
-        w: &[B32Signed],
-        x: &[Q8Group],
-    ) -> [f32; GROUP_ROWS] {
+    pub(crate) fn gemm_b32s_1x8(self, w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx2(t) => t.gemm_b32s_1x8::<NARROW>(w, x),
+            Dispatch::Avx2(t) => t.gemm_b32s_1x8(w, x),
             _ => kgroup::gemm_b32s_reference(w, x),
+        }
+    }
+
+    /// `gemm_q4_0_reference(w, x)`: one Q4_0 weight row, as its levels,
+    /// against eight interleaved activation rows, each result the bits of
+    /// AVX2's single-row `dot_q4_0` (and of
+    /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) of the row's signed form).
+    /// The AVX2 kernel's Q4_0 prefill runs it.
+    #[inline]
+    pub(crate) fn gemm_q4_0_1x8(self, w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_q4_0_1x8(w, x),
+            _ => kgroup::gemm_q4_0_reference(w, x),
         }
     }
 
@@ -2905,7 +2914,7 @@ mod tests {
     #[test]
     fn b32_gemm_equals_the_reference_and_the_dots() {
         use crate::quant::kgroup::{
-            gemm_b32_reference, gemm_b32s_reference, Q4_0_SHIFT, Q8_0_SHIFT,
+            gemm_b32_reference, gemm_b32s_reference, gemm_q4_0_reference, Q4_0_SHIFT, Q8_0_SHIFT,
         };
         use proptest::prelude::*;
         use std::panic::catch_unwind;
@@ -2957,17 +2966,19 @@ mod tests {
                 // `dot_q8` of the row's values, Q4_0's levels less 8.
                 let s8: Vec<Vec<B32Signed>> = w8.iter().map(|r| r.iter().map(B32Signed::q8_0).collect()).collect();
                 let s4: Vec<Vec<B32Signed>> = w4.iter().map(|r| r.iter().map(B32Signed::q4_0).collect()).collect();
-                let signed = [[0, 1].map(|r| k.gemm_b32s_1x8::<false>(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8::<true>(&s4[r], &groups))];
-                // Q4_0's narrow form adds in 16 bits what the wide form adds
-                // in 32: the same sums.
-                let wide4 = [0, 1].map(|r| k.gemm_b32s_1x8::<false>(&s4[r], &groups));
+                let signed = [[0, 1].map(|r| k.gemm_b32s_1x8(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8(&s4[r], &groups))];
+                // Q4_0's own GEMM, over its levels, adds in 16 bits what the
+                // signed form adds in 32: the same sums, the same bits.
+                let levels4 = [0, 1].map(|r| k.gemm_q4_0_1x8(&l4[r], &groups));
+                let levels4_ref = [0, 1].map(|r| gemm_q4_0_reference(&l4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
                     for r in 0..2 {
                         for a in 0..8 {
                             prop_assert!(same(got[t][r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
                             prop_assert!(same(signed[t][r][a], signed_ref[t][r][a]), "{:?} signed type {} row {} act {}", kernel, t, r, a);
-                            prop_assert!(same(wide4[r][a], signed[1][r][a]), "{:?} wide q4_0 row {} act {}", kernel, r, a);
+                            prop_assert!(same(levels4[r][a], signed[1][r][a]), "{:?} q4_0 levels row {} act {}", kernel, r, a);
+                            prop_assert!(same(levels4_ref[r][a], signed_ref[1][r][a]), "q4_0 levels reference row {} act {}", r, a);
                         }
                     }
                 }
@@ -2988,7 +2999,7 @@ mod tests {
                 if nb > 0 {
                     let short = &l8[1][..nb - 1];
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
-                    prop_assert!(catch_unwind(|| k.gemm_b32s_1x8::<false>(&s8[1][..nb - 1], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
                 }
             });
         }

@@ -41,7 +41,7 @@ use super::avx2::hsum4_epi32;
 use crate::quant::activation::ActBlock;
 use crate::quant::block::BlockQ8_0;
 use crate::quant::dot::scalar::for_rows;
-use crate::quant::kgroup::{B32Signed, Q8Group, GROUP_ROWS};
+use crate::quant::kgroup::{B32Levels, B32Signed, Q8Group, GROUP_ROWS};
 use crate::quant::q4_0::BlockQ4_0;
 
 /// The exact integer dot product of a weight block and an activation
@@ -321,25 +321,16 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
     });
 }
 
-/// One Q8_0 or Q4_0 weight row, as signed bytes (Q4_0's levels less 8),
-/// against a batch's eight interleaved activation rows: `dot_q8` (or
-/// `dot_q4_0`) of the row with each activation row, bit for bit (NaN
-/// payloads aside: the compiler may swap the operands of a float add). Per
-/// block, the four steps of eight columns give each activation row its
-/// pairwise products (`vpsignb`, `vpmaddubsw`), widened and added over
-/// the steps in `i32` (`vpmaddwd` by ones); one `vphaddd` then leaves the
-/// eight rows' exact block sums in one register, and one conversion and
-/// three float operations make the eight rows' terms and add them to
-/// their partial sums, as [`row_loop`] orders them.
-///
-/// `NARROW` is for weights in `-8..=8` (Q4_0's levels less 8): a pair of
-/// products is then at most `2 * 8 * 128` in magnitude, so the four
-/// steps' pairs add exactly in `i16` and one `vpmaddwd` per half widens
-/// their sum, two per block where the wide form takes eight. The
-/// multiplies are what bounds this loop on AVX2 (they share two pipes
-/// with each other), so the narrow form does the block in 10 of them
-/// instead of 16. The sums, and so the bits, are the same; with `NARROW`
-/// and a weight beyond `-8..=8` they would wrap (wrong, never unsound).
+/// One Q8_0 weight row, as signed bytes, against a batch's eight
+/// interleaved activation rows: `dot_q8` of the row with each activation
+/// row, bit for bit (NaN payloads aside: the compiler may swap the
+/// operands of a float add). Per block, the four steps of eight columns
+/// give each activation row its pairwise products (`vpsignb`,
+/// `vpmaddubsw`), widened and added over the steps in `i32` (`vpmaddwd`
+/// by ones); one `vphaddd` then leaves the eight rows' exact block sums
+/// in one register, and one conversion and three float operations make
+/// the eight rows' terms and add them to their partial sums, as
+/// [`row_loop`] orders them.
 ///
 /// Exact for activation bytes in `-127..=127`, the quantizers' range, as
 /// `dot_q8` is.
@@ -348,14 +339,41 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
 ///
 /// If the row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
-    w: &[B32Signed],
+pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    gemm_1x8(w, x, |wb, g| b32s_terms(wb, g))
+}
+
+/// One Q4_0 weight row, as its levels `0..=15`, against a batch's eight
+/// interleaved activation rows: `dot_q4_0` of the row with each
+/// activation row, bit for bit (NaN payloads aside), as
+/// [`gemm_b32s_1x8`] is `dot_q8`'s. The levels are unsigned, so
+/// `vpmaddubsw` takes them as they are (no `vpsignb`, one broadcast a
+/// step); a pair of products is at most `2 * 15 * 128`, so the four
+/// steps' pairs add exactly in `i16`, the group's `pair_bias` (eight times
+/// the activation's pair sums) comes off there, leaving the pairs of
+/// `(levels - 8) * x`, and one `vpmaddwd` per half widens them: two per
+/// block where the Q8_0 GEMM takes eight. Exact for any activation byte.
+///
+/// # Panics
+///
+/// If the row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_q4_0_1x8(w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
+    gemm_1x8(w, x, |wb, g| q4_0_terms(wb, g))
+}
+
+/// The loop of the GEMMs: block `b`'s eight terms (`terms`, in the order
+/// rows 0, 1, 4, 5 | 2, 3, 6, 7) added to partial sum `b % 4`, the four
+/// partial sums added as [`finish`] orders them and the rows put back in
+/// order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_1x8<W>(
+    w: &[W],
     x: &[Q8Group],
+    terms: impl Fn(&W, &Q8Group) -> __m256,
 ) -> [f32; GROUP_ROWS] {
     assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
-    // Each row's partial sum `b % 4` in `acc[b % 4]`; lanes in the order
-    // rows 0, 1, 4, 5 | 2, 3, 6, 7 (what `vphaddd` of the two halves
-    // leaves), put back at the end.
     let mut acc = [_mm256_setzero_ps(); 4];
     // Four blocks a step, so that the four partial sums stay in registers
     // (indexed by `b % 4` they lived on the stack, and `perf` put a
@@ -365,13 +383,13 @@ pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
     for (wc, gc) in w4.iter().zip(x4) {
         // Written out: as a loop over `i` it stayed rolled, `acc` on the
         // stack.
-        acc[0] = _mm256_add_ps(acc[0], b32s_terms::<NARROW>(&wc[0], &gc[0]));
-        acc[1] = _mm256_add_ps(acc[1], b32s_terms::<NARROW>(&wc[1], &gc[1]));
-        acc[2] = _mm256_add_ps(acc[2], b32s_terms::<NARROW>(&wc[2], &gc[2]));
-        acc[3] = _mm256_add_ps(acc[3], b32s_terms::<NARROW>(&wc[3], &gc[3]));
+        acc[0] = _mm256_add_ps(acc[0], terms(&wc[0], &gc[0]));
+        acc[1] = _mm256_add_ps(acc[1], terms(&wc[1], &gc[1]));
+        acc[2] = _mm256_add_ps(acc[2], terms(&wc[2], &gc[2]));
+        acc[3] = _mm256_add_ps(acc[3], terms(&wc[3], &gc[3]));
     }
     for (i, (wb, g)) in w_rest.iter().zip(x_rest).enumerate() {
-        acc[i] = _mm256_add_ps(acc[i], b32s_terms::<NARROW>(wb, g));
+        acc[i] = _mm256_add_ps(acc[i], terms(wb, g));
     }
     let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     // The 64-bit words (rows 0 1, 4 5, 2 3, 6 7) back in row order.
@@ -383,16 +401,11 @@ pub(crate) fn gemm_b32s_1x8<const NARROW: bool>(
 /// eight activation rows, in the order rows 0, 1, 4, 5 | 2, 3, 6, 7.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn b32s_terms<const NARROW: bool>(wb: &B32Signed, g: &Q8Group) -> __m256 {
-    debug_assert!(
-        !NARROW || wb.abs.iter().all(|&a| a <= 8),
-        "the narrow GEMM takes weights within -8..=8"
-    );
+fn b32s_terms(wb: &B32Signed, g: &Q8Group) -> __m256 {
     let ones = _mm256_set1_epi16(1);
     let (q8, _) = wb.q.as_chunks::<8>();
     let (abs8, _) = wb.abs.as_chunks::<8>();
-    // isum[h]: lanes 2a, 2a + 1 of activation row 4h + a (narrow: the
-    // pairs, summed over the steps in `i16`).
+    // isum[h]: lanes 2a, 2a + 1 of activation row 4h + a.
     let mut isum = [_mm256_setzero_si256(); 2];
     for (s, qs) in g.qs.iter().enumerate() {
         let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
@@ -401,21 +414,47 @@ fn b32s_terms<const NARROW: bool>(wb: &B32Signed, g: &Q8Group) -> __m256 {
         for (h, half) in halves.iter().enumerate() {
             let qx: __m256i = bytemuck::cast(*half);
             let pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(qx, wq));
-            isum[h] = if NARROW {
-                _mm256_add_epi16(isum[h], pairs)
-            } else {
-                _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones))
-            };
+            isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones));
         }
     }
-    if NARROW {
-        isum = isum.map(|p| _mm256_madd_epi16(p, ones));
+    block_terms(isum, wb.d, g)
+}
+
+/// One block's terms in [`gemm_q4_0_1x8`], as [`b32s_terms`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0_terms(wb: &B32Levels, g: &Q8Group) -> __m256 {
+    let (l8, _) = wb.q.as_chunks::<8>();
+    // pairs[h]: the pairs of row 4h + a in its four i16 lanes, summed over
+    // the steps (at most 4 * 2 * 15 * 128 in magnitude).
+    let mut pairs = [_mm256_setzero_si256(); 2];
+    for (s, qs) in g.qs.iter().enumerate() {
+        let wl = _mm256_set1_epi64x(i64::from_le_bytes(l8[s]));
+        let (halves, _) = qs.as_chunks::<32>();
+        for (h, half) in halves.iter().enumerate() {
+            let qx: __m256i = bytemuck::cast(*half);
+            pairs[h] = _mm256_add_epi16(pairs[h], _mm256_maddubs_epi16(wl, qx));
+        }
     }
+    // Less the offset's pairs (at most 8 * 4 * 256 more: within i16).
+    let isum = core::array::from_fn(|h| {
+        let bias: __m256i = bytemuck::cast(g.pair_bias[h]);
+        _mm256_madd_epi16(_mm256_sub_epi16(pairs[h], bias), _mm256_set1_epi16(1))
+    });
+    block_terms(isum, wb.d, g)
+}
+
+/// The terms `(d_w * d_x) * isum` of a block's eight activation rows
+/// from their lanes (`isum[h]`: lanes 2a, 2a + 1 of row 4h + a), in the
+/// order rows 0, 1, 4, 5 | 2, 3, 6, 7.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn block_terms(isum: [__m256i; 2], d_w: f32, g: &Q8Group) -> __m256 {
     // Rows 0, 1, 4, 5 | 2, 3, 6, 7, each its block's exact sum.
     let rows = _mm256_hadd_epi32(isum[0], isum[1]);
     // The activation scales in that order (`g.d` holds each twice).
     let (d2, _) = g.d.as_chunks::<8>();
     let d_x = _mm256_shuffle_ps::<0b10_00_10_00>(bytemuck::cast(d2[0]), bytemuck::cast(d2[1]));
-    let d = _mm256_mul_ps(_mm256_set1_ps(wb.d), d_x);
+    let d = _mm256_mul_ps(_mm256_set1_ps(d_w), d_x);
     _mm256_mul_ps(d, _mm256_cvtepi32_ps(rows))
 }
