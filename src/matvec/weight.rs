@@ -544,9 +544,9 @@ pub(crate) fn gemm_group_rows(
 }
 
 /// Weight-row sets (of two rows) the Q8_0 and Q4_0 GEMM unpacks before a
-/// pass over the batch. A pass reads every group of the batch (576 bytes
-/// per 32 columns of eight rows: values, lane offsets and scales, about
-/// 18 KiB per group for a 1024-wide input), so with one set per pass the
+/// pass over the batch. A pass reads every group of the batch (640 bytes
+/// per 32 columns of eight rows: values, lane offsets, scales and pair
+/// offsets, about 20 KiB per group for a 1024-wide input), so with one set per pass the
 /// batch streams from L2 once per two weight rows; with eight sets, a
 /// group is read from L1 by sixteen weight rows in a row, whose unpacked
 /// levels (about 36 bytes per 32 weights, 18 KiB for sixteen 1024-wide
