@@ -558,8 +558,9 @@ pub(crate) fn gemm_group_rows(
 /// four sets (Q4_K_M 224-331 tok/s against 278-326, Q6_K 239-295 against
 /// 238-288) and keep one. The 256-bit Q8_0/Q4_0 GEMM (AVX2) takes one
 /// row a set, so it unpacks twice as many sets: the same sixteen rows a
-/// pass, 68 bytes per 32 weights unpacked (signed bytes and magnitudes),
-/// 34 KiB for sixteen 1024-wide rows. On an AMD EPYC (Zen 3) VM, 1 thread,
+/// pass, 68 bytes per 32 weights unpacked for Q8_0 (signed bytes and
+/// magnitudes; 34 KiB for sixteen 1024-wide rows) and 36 for Q4_0 (its
+/// levels). On an AMD EPYC (Zen 3) VM, 1 thread,
 /// Q8_0 prefill of 128 tokens, five alternated runs each: 8 rows a pass
 /// 52.1-55.8 tok/s, 16 rows 46.4-59.4, 32 rows 47.1-65.1, no clear
 /// difference.

@@ -3000,8 +3000,53 @@ mod tests {
                     let short = &l8[1][..nb - 1];
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_1x8(&l4[1][..nb - 1], &groups)).is_err());
                 }
             });
+        }
+        // AVX2's Q4_0 GEMM is exact for any activation byte, -128 included
+        // (which no quantizer writes), and any nibbles: the extremes, every
+        // kernel, against the reference's plain integers.
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for (nibbles, x) in [
+                (0x00u8, -128i8),
+                (0xff, -128),
+                (0x00, 127),
+                (0xff, 127),
+                (0x0f, -128),
+                (0xf0, 127),
+            ] {
+                for nb in [1usize, 5, 12] {
+                    let w: Vec<B32Levels> = (0..nb)
+                        .map(|_| {
+                            B32Levels::q4_0(&BlockQ4_0 {
+                                d: f16::from_f32(0.5).to_le_bytes(),
+                                qs: [nibbles; 16],
+                            })
+                        })
+                        .collect();
+                    let rows: Vec<Vec<ActBlock>> = (0..8)
+                        .map(|a| {
+                            (0..nb)
+                                .map(|_| ActBlock::new(f16::from_f32(0.25 + a as f32), [x; 32]))
+                                .collect()
+                        })
+                        .collect();
+                    let groups: Vec<Q8Group> = (0..nb)
+                        .map(|b| Q8Group::new(core::array::from_fn(|a| &rows[a][..]), b))
+                        .collect();
+                    let got = k.gemm_q4_0_1x8(&w, &groups);
+                    let want = gemm_q4_0_reference(&w, &groups);
+                    for a in 0..8 {
+                        assert_eq!(
+                            got[a].to_bits(),
+                            want[a].to_bits(),
+                            "{kernel:?} nibbles {nibbles:#x} x {x} nb {nb} row {a}"
+                        );
+                    }
+                }
+            }
         }
     }
 
