@@ -5,9 +5,11 @@
 //! are made unsigned by flipping their top bit (`w + 128`), which adds
 //! `128 * (x[4j] + .. + x[4j+3])` to lane `j`; the accumulator starts at
 //! the activation's precomputed `-128 * (x[4j] + .. + x[4j+3])`, so every
-//! lane ends exactly where the AVX2 kernel's lane does, for any weight
-//! byte including -128. The f32 part is the AVX2 kernel's, so the two
-//! kernels return the same bits.
+//! lane is the exact integer sum of its four products, for any weight
+//! byte including -128. The f32 part is `x86_64::q8_kernels!`' lane-wise
+//! FMAs, which AVX-VNNI runs too, so the two VNNI kernels return the same
+//! bits; AVX2 sums each block to one integer first (`avx2_q8`) and rounds
+//! otherwise.
 //!
 //! The single-row kernels stay 256 bits wide: a Q8_0 block holds 32 bytes,
 //! and pairing two blocks of a decode activation in one 512-bit register

@@ -2,13 +2,14 @@
 //! `float` holds the F16 and BF16 weight kernels, AVX2 code that every
 //! x86 kernel runs.
 //!
-//! The three Q8_0 kernels differ only in the integer part of a block: each
-//! module defines `prep` (the weight block's side, computed once per block
-//! and shared by every activation row it meets) and `lanes` (eight exact
-//! `i32` lanes whose sum is the block's integer dot product), and the lanes
-//! are the same in all three. Everything else, the f32 part and the loops,
-//! is `q8_kernels!` expanded in each module, so the three kernels return
-//! the same bits.
+//! The two VNNI Q8_0 kernels differ only in the integer part of a block:
+//! each module defines `prep` (the weight block's side, computed once per
+//! block and shared by every activation row it meets) and `lanes` (eight
+//! exact `i32` lanes whose sum is the block's integer dot product).
+//! Everything else, the f32 part and the loops, is `q8_kernels!` expanded
+//! in each module, so the two return the same bits. AVX2's Q8_0 and Q4_0
+//! kernels (`avx2_q8`) sum each block's lanes to one integer before any
+//! float operation, and so round otherwise.
 
 /// How far ahead of the weight block it is working on (in bytes) the
 /// decode matvec asks for a cache line. A decode step streams hundreds of
@@ -857,17 +858,15 @@ macro_rules! k_kernels {
 /// A block's 16 bytes unpack into 32 unsigned levels `0..=15` (low nibbles
 /// then high nibbles, the block's weight order); `q4_lanes` returns eight
 /// exact `i32` lanes, lane `m` holding `sum (q - 8) * x` over bytes
-/// `4m..4m + 4`: AVX2 as `vpmaddubsw` (unsigned levels by signed
-/// activations, pairs at most `2 * 15 * 128`, no saturation) and
-/// `vpmaddwd` by ones, VNNI as one `vpdpbusd`, both starting from the
-/// activation's `-8 * (x[4m] + .. + x[4m + 3])` (its stored `-128 * sum`
-/// shifted right by 4, exact), so the lanes are the same integers in every
-/// instruction set, for any activation byte. The f32 part is the Q8_0
+/// `4m..4m + 4`: one `vpdpbusd` starting from the activation's
+/// `-8 * (x[4m] + .. + x[4m + 3])` (its stored `-128 * sum` shifted right
+/// by 4, exact), for any activation byte. The f32 part is the Q8_0
 /// kernels': `(d_w * d_x) * f32(lanes)` fused into two accumulators that
 /// alternate between even and odd blocks, one fixed horizontal sum; so the
-/// VNNI kernels return the AVX2 kernel's bits, and the four-row form,
-/// which runs the same operations per row with each weight block unpacked
-/// once, returns the single-row bits.
+/// two VNNI kernels return the same bits, and the four-row form, which
+/// runs the same operations per row with each weight block unpacked once,
+/// returns the single-row bits. (AVX2's Q4_0 kernels, in `avx2_q8`, sum
+/// each block exactly first and round otherwise.)
 macro_rules! q4_0_kernels {
     ($features:literal) => {
         /// The 32 levels `0..=15` of a Q4_0 block, in weight order: the
