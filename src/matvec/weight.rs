@@ -137,9 +137,7 @@ impl<'a> Weight<'a> {
     fn rows_into(&self, k: Dispatch, x: &QuantizedVector, range: Range<usize>, out: &mut [f32]) {
         match self {
             Weight::Q8_0(m) => k.matvec_q8(m.rows_blocks(range), m.blocks_per_row(), x.act(), out),
-            Weight::Q4_0(m) => rows_with(m, range, out, |row| {
-                k.dot_q4_0_paired(row, x.pairs(), x.act())
-            }),
+            Weight::Q4_0(m) => rows_with(m, range, out, |row| k.dot_q4_0_decode(row, x)),
             Weight::Q4K(m) if k.has_k_rows8() => rows8_with(
                 m,
                 range,

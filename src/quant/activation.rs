@@ -112,6 +112,44 @@ impl PairBlock {
     }
 }
 
+/// Eight consecutive activation blocks laid out for AVX2's Q4_0 decode
+/// row (`quant::dot::x86_64::avx2_q8::dot_q4_0_groups`), which takes two
+/// weight blocks per 256-bit register: block `p` in the low half and block
+/// `p + 4` in the high half (`p < 4`), its 16 bytes of nibbles giving each
+/// block's first 16 levels (low nibbles) and last 16 (high nibbles). So
+/// `qs[2p]` holds `x_p[0..16]` then `x_{p+4}[0..16]`, and `qs[2p + 1]`
+/// their values `16..32`; `d` the eight scales in block order, and `off`
+/// each block's `-8 * sum(x)`, the Q4_0 offset of 8 applied to its sum
+/// once (exact: at most `8 * 32 * 128` in magnitude).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct NibbleGroup {
+    pub(crate) qs: [[i8; QK8_0]; 8],
+    pub(crate) d: [f32; 8],
+    pub(crate) off: [i32; 8],
+}
+
+const _: () = assert!(core::mem::size_of::<NibbleGroup>() == 320);
+
+impl NibbleGroup {
+    /// The group of blocks `b[0..8]`.
+    pub(crate) fn new(b: &[ActBlock; 8]) -> Self {
+        let mut g = Self::zeroed();
+        for p in 0..4 {
+            let (lo, hi) = (&b[p].qs, &b[p + 4].qs);
+            g.qs[2 * p][..16].copy_from_slice(&lo[..16]);
+            g.qs[2 * p][16..].copy_from_slice(&hi[..16]);
+            g.qs[2 * p + 1][..16].copy_from_slice(&lo[16..]);
+            g.qs[2 * p + 1][16..].copy_from_slice(&hi[16..]);
+        }
+        for (i, blk) in b.iter().enumerate() {
+            g.d[i] = blk.d;
+            g.off[i] = -8 * blk.qs.iter().map(|&q| i32::from(q)).sum::<i32>();
+        }
+        g
+    }
+}
+
 /// Fills `blocks` (reusing its allocation) with the quantized `x`, with
 /// the selected kernel's quantizer (all of them give the same bytes).
 fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
@@ -167,6 +205,11 @@ pub struct QuantizedVector {
     pairs: Vec<PairBlock>,
     /// Whether `pairs` was built for the current contents.
     paired: bool,
+    /// With the AVX2 kernel and the Q8_0 form: each whole group of eight
+    /// blocks as a [`NibbleGroup`], which its Q4_0 decode row reads.
+    groups: Vec<NibbleGroup>,
+    /// Whether `groups` was built for the current contents.
+    grouped: bool,
     cols: usize,
 }
 
@@ -272,6 +315,8 @@ impl QuantizedVector {
             bh: Vec::with_capacity(cols),
             pairs: Vec::with_capacity(cols / (2 * QK8_0)),
             paired: false,
+            groups: Vec::with_capacity(cols / (8 * QK8_0)),
+            grouped: false,
             cols: 0,
         }
     }
@@ -333,6 +378,12 @@ impl QuantizedVector {
             let pairs = self.blocks.as_chunks::<2>().0;
             self.pairs
                 .extend(pairs.iter().map(|[a, b]| PairBlock::new(a, b)));
+        }
+        self.grouped = forms.q8_0 && k.decode_uses_nibble_groups();
+        self.groups.clear();
+        if self.grouped {
+            let groups = self.blocks.as_chunks::<8>().0;
+            self.groups.extend(groups.iter().map(NibbleGroup::new));
         }
         self.k_blocks.clear();
         if forms.q8_k {
@@ -396,6 +447,13 @@ impl QuantizedVector {
     /// [`act`](Self::act)).
     pub(crate) fn pairs(&self) -> Option<&[PairBlock]> {
         Some(&self.pairs[..]).filter(|_| self.paired)
+    }
+
+    /// The Q8_0 blocks in groups of eight, where the kernel that quantized
+    /// them reads them so (AVX2; the blocks after the last whole group are
+    /// only in [`act`](Self::act)).
+    pub(crate) fn nibble_groups(&self) -> Option<&[NibbleGroup]> {
+        Some(&self.groups[..]).filter(|_| self.grouped)
     }
 }
 

@@ -26,7 +26,7 @@ pub(crate) use arm::{sdot, NeonDotToken, NeonToken};
 mod x86 {
     use half::f16;
 
-    use crate::quant::activation::{ActBlock, PairBlock};
+    use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
     use crate::quant::block::{BlockQ8_0, QK8_0};
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
@@ -78,6 +78,18 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
             // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
             unsafe { avx2::dot_q4_0(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_groups(
+            self,
+            w: &[BlockQ4_0],
+            g: &[NibbleGroup],
+            x: &[ActBlock],
+        ) -> f32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::q4_0_groups_equal_dot_q4_0
+            unsafe { avx2::dot_q4_0_groups(w, g, x) }
         }
 
         #[inline]

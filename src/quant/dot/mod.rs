@@ -700,6 +700,37 @@ impl Dispatch {
         }
     }
 
+    /// Whether the Q4_0 decode row reads the activation's groups of eight
+    /// blocks ([`NibbleGroup`](super::activation::NibbleGroup), built when
+    /// a vector is quantized): AVX2's
+    /// [`dot_q4_0_decode`](Self::dot_q4_0_decode).
+    #[inline]
+    pub(crate) fn decode_uses_nibble_groups(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx2(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// The Q4_0 x Q8_0 dot of a decode row against a quantized vector,
+    /// [`dot_q4_0`](Self::dot_q4_0)'s bits, from the layout of the
+    /// activation this kernel reads fastest where the vector holds it:
+    /// AVX-512 VNNI's block pairs ([`dot_q4_0_paired`](Self::dot_q4_0_paired)),
+    /// AVX2's groups of eight.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len()` differs from the vector's block count.
+    #[inline]
+    pub(crate) fn dot_q4_0_decode(self, w: &[BlockQ4_0], x: &QuantizedVector) -> f32 {
+        match (self, x.nibble_groups()) {
+            #[cfg(target_arch = "x86_64")]
+            (Dispatch::Avx2(t), Some(g)) => t.dot_q4_0_groups(w, g, x.act()),
+            _ => self.dot_q4_0_paired(w, x.pairs(), x.act()),
+        }
+    }
+
     /// Whether [`dot_q8_x4_pairs`](Self::dot_q8_x4_pairs) uses the paired
     /// layout (so a batch should build it).
     #[inline]
@@ -3727,6 +3758,83 @@ mod q4_0_pair_edges {
     const SCALES: [u16; 10] = [
         0x7c00, 0xfc00, 0x7e00, 0x7c01, 0x0001, 0x8001, 0x03ff, 0x7bff, 0x0000, 0x8000,
     ];
+
+    /// AVX2's Q4_0 decode row over the activation's groups of eight
+    /// (`dot_q4_0_groups`, and `Dispatch::dot_q4_0_decode`, which picks it
+    /// for a vector quantized with AVX2) gives `dot_q4_0`'s bits, for 0 to
+    /// 27 blocks (whole groups and every remainder), any nibbles,
+    /// activation bytes down to -128 and NaN, infinite and subnormal
+    /// scales on both sides; groups or weights of the wrong length panic.
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
+    )]
+    #[test]
+    fn q4_0_groups_equal_dot_q4_0() {
+        use crate::quant::activation::NibbleGroup;
+        let Some(k @ Dispatch::Avx2(t)) = Kernel::Avx2.dispatch() else {
+            eprintln!("q4_0_groups_equal_dot_q4_0: skipped, the CPU lacks AVX2");
+            return;
+        };
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for iter in 0..3000 {
+            let nb = iter % 28;
+            let scale = |s: &mut u64| {
+                let r = rng(s);
+                if r.is_multiple_of(4) {
+                    SCALES[(r >> 8) as usize % SCALES.len()]
+                } else {
+                    (r >> 16) as u16 & 0x7bff
+                }
+            };
+            let w: Vec<BlockQ4_0> = (0..nb)
+                .map(|_| BlockQ4_0 {
+                    d: scale(&mut s).to_le_bytes(),
+                    qs: core::array::from_fn(|_| rng(&mut s) as u8),
+                })
+                .collect();
+            let x: Vec<ActBlock> = (0..nb)
+                .map(|_| {
+                    let ext = rng(&mut s).is_multiple_of(3);
+                    let qs = core::array::from_fn(|_| {
+                        if ext {
+                            [-128i8, 127, -128, -127][rng(&mut s) as usize % 4]
+                        } else {
+                            rng(&mut s) as i8
+                        }
+                    });
+                    ActBlock::new(f16::from_bits(scale(&mut s)), qs)
+                })
+                .collect();
+            let g: Vec<NibbleGroup> = x.as_chunks::<8>().0.iter().map(NibbleGroup::new).collect();
+            let want = k.dot_q4_0(&w, &x);
+            let got = t.dot_q4_0_groups(&w, &g, &x);
+            assert!(same(got, want), "nb {nb}: {got} vs {want}");
+            if !g.is_empty() {
+                assert!(catch_unwind(|| t.dot_q4_0_groups(&w, &g[1..], &x)).is_err());
+                assert!(catch_unwind(|| t.dot_q4_0_groups(&w[1..], &g, &x)).is_err());
+            }
+        }
+        // Through a quantized vector: the groups are built on quantizing
+        // with AVX2, and the decode dot reads them.
+        let values: Vec<f32> = (0..27 * QK8_0)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        for nb in [0, 7, 8, 9, 16, 27] {
+            let mut v = QuantizedVector::new();
+            v.quantize_with(k, &values[..nb * QK8_0]).unwrap();
+            assert_eq!(v.nibble_groups().map(<[_]>::len), Some(nb / 8));
+            let w: Vec<BlockQ4_0> = (0..nb)
+                .map(|b| BlockQ4_0 {
+                    d: f16::from_f32(0.01 * (b as f32 + 1.0)).to_le_bytes(),
+                    qs: core::array::from_fn(|i| (i * 7 + b) as u8),
+                })
+                .collect();
+            let (got, want) = (k.dot_q4_0_decode(&w, &v), k.dot_q4_0(&w, v.act()));
+            assert!(same(got, want), "vector of {nb} blocks: {got} vs {want}");
+        }
+    }
 
     /// Hostile operands: -128 activations, NaN/inf/subnormal f16 scales on
     /// both sides, every nibble; 0..=9 blocks; bits equal to dot_q4_0, for

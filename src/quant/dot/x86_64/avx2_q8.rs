@@ -38,7 +38,7 @@
 use core::arch::x86_64::*;
 
 use super::avx2::hsum4_epi32;
-use crate::quant::activation::ActBlock;
+use crate::quant::activation::{ActBlock, NibbleGroup};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::dot::scalar::for_rows;
 use crate::quant::kgroup::{B32Levels, B32Signed, Q8Group, GROUP_ROWS};
@@ -172,7 +172,32 @@ fn row_loop<B, const SHIFT: i32>(
         acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
         acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t));
     }
-    let base = 8 * w8.len();
+    finish(row_rest::<_, SHIFT>(
+        acc,
+        w_rest,
+        x_rest,
+        8 * w8.len(),
+        lanes,
+        d,
+        hint,
+    ))
+}
+
+/// The end of [`row_loop`]: the blocks after a row's last whole group of
+/// eight (`w_rest`, `x_rest`, the first of them block `base`), four at a
+/// time, a missing block of the last four adding `+0.0`, into the partial
+/// sums `acc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_rest<B, const SHIFT: i32>(
+    mut acc: __m128,
+    w_rest: &[B],
+    x_rest: &[ActBlock],
+    base: usize,
+    lanes: impl Fn(&B, &ActBlock) -> __m256i,
+    d: impl Fn(&B) -> [u8; 2],
+    mut hint: impl FnMut(usize),
+) -> __m128 {
     let (w4, w_tail) = w_rest.as_chunks::<4>();
     let (x4, x_tail) = x_rest.as_chunks::<4>();
     for (k, (wc, xc)) in w4.iter().zip(x4).enumerate() {
@@ -192,7 +217,65 @@ fn row_loop<B, const SHIFT: i32>(
         let [x0, x1, x2, x3] = core::array::from_fn(|i| x_tail.get(i).map_or(0.0, |xb| xb.d));
         acc = _mm_add_ps(acc, terms(d_w, _mm_setr_ps(x0, x1, x2, x3), isum));
     }
-    finish(acc)
+    acc
+}
+
+/// [`dot_q4_0`] with the activation's whole groups of eight blocks also
+/// laid out as [`NibbleGroup`]s, bit for bit: the same exact block sums
+/// and the same float operations. One 256-bit register takes two weight
+/// blocks (`p` and `p + 4` of a group, their 16 bytes side by side), so
+/// their low nibbles, high nibbles, the two `vpmaddubsw`, their `i16` sum
+/// (at most `2 * 2 * 15 * 128`) and one `vpmaddwd` serve both; the eight
+/// blocks' sums come out of three `vphaddd` in block order, and the
+/// offset of 8 is added to each block's sum once, from the group.
+/// (`dot_q4_0` spends a load, a shift and mask, two multiplies and the
+/// offset's add on every block.) The blocks after the last whole group
+/// are `dot_q4_0`'s.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()` or `g.len() != x.len() / 8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot: block counts differ");
+    assert_eq!(
+        g.len(),
+        x.len() / 8,
+        "dot_q4_0_groups: the groups do not match the blocks"
+    );
+    let (w8, w_rest) = w.as_chunks::<8>();
+    let x_rest = &x[8 * w8.len()..];
+    let low4 = _mm256_set1_epi8(0x0f);
+    let mut acc = _mm_setzero_ps();
+    for (wc, gc) in w8.iter().zip(g) {
+        let v: [__m256i; 4] = core::array::from_fn(|p| {
+            let q = _mm256_set_m128i(bytemuck::cast(wc[p + 4].qs), bytemuck::cast(wc[p].qs));
+            let lo = _mm256_and_si256(q, low4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low4);
+            let s = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, bytemuck::cast(gc.qs[2 * p])),
+                _mm256_maddubs_epi16(hi, bytemuck::cast(gc.qs[2 * p + 1])),
+            );
+            _mm256_madd_epi16(s, _mm256_set1_epi16(1))
+        });
+        let sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let isum = _mm256_add_epi32(sums, bytemuck::cast(gc.off));
+        let d_x: __m256 = bytemuck::cast(gc.d);
+        let d_w = scales8(wc.each_ref().map(|b| b.d));
+        let t = _mm256_mul_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(isum));
+        acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
+        acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t));
+    }
+    let rest = |w: &BlockQ4_0, x: &ActBlock| q4_0_lanes(w, x);
+    finish(row_rest::<_, Q4_0_SHIFT>(
+        acc,
+        w_rest,
+        x_rest,
+        8 * w8.len(),
+        rest,
+        |b| b.d,
+        |_| {},
+    ))
 }
 
 /// The sums of the eight `i32` lanes of each of eight vectors, exactly
