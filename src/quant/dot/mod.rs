@@ -21,9 +21,11 @@
 //! and `d_w * d_x` exactly (two f16 values widened to f32 multiply without
 //! rounding). They differ only in how the f32 terms are combined: the
 //! scalar kernel adds `t_b = (d_w * d_x) * isum_b` to one accumulator in
-//! block order; the SIMD kernels split each `isum_b` into 8 (x86) or 4
-//! (NEON) exact integer lanes and fuse-multiply-add `d_w * d_x * lane`
-//! into several lane accumulators before a final horizontal sum.
+//! block order; AVX2 adds the same terms to four partial sums by block
+//! index mod 4 (`x86_64::avx2_q8`); the other SIMD kernels split each
+//! `isum_b` into 8 (x86) or 4 (NEON) exact integer lanes and
+//! fuse-multiply-add `d_w * d_x * lane` into several lane accumulators
+//! before a final horizontal sum.
 //!
 //! Each result is a sum of the `nb` blocks' terms (or their lane parts),
 //! computed by a tree of at most `nb + 6` rounded operations deep per term,
@@ -37,9 +39,10 @@
 //!
 //! which [`q8_0_error_bound`] computes and the test suite checks for every
 //! kernel. The same argument gives `2 * gamma(len + 6) * sum |w_i * x_i|`
-//! for the f32 kernels ([`f32_error_bound`]). `Avx2`, `Avx512Vnni` and
-//! `AvxVnni` produce identical lanes and combine them identically, so they
-//! agree bit for bit; so do `NeonDot` and `Neon`.
+//! for the f32 kernels ([`f32_error_bound`]). `Avx512Vnni` and `AvxVnni`
+//! produce identical lanes and combine them identically, so they agree bit
+//! for bit; so do `NeonDot` and `Neon`. `Avx2` rounds otherwise, within
+//! the same bound.
 //!
 //! The K-quant dots (Q4_K, Q5_K, Q6_K weights with Q8_K activations) follow
 //! the same plan: `Avx512Vnni` and `AvxVnni` build the AVX2 kernel's exact
@@ -714,7 +717,8 @@ impl Dispatch {
     }
 
     /// The Q4_0 x Q8_0 dot of a decode row against a quantized vector,
-    /// [`dot_q4_0`](Self::dot_q4_0)'s bits, from the layout of the
+    /// [`dot_q4_0`](Self::dot_q4_0)'s bits (NaN payloads and signs
+    /// aside), from the layout of the
     /// activation this kernel reads fastest where the vector holds it:
     /// AVX-512 VNNI's block pairs ([`dot_q4_0_paired`](Self::dot_q4_0_paired)),
     /// AVX2's groups of eight.
@@ -3290,7 +3294,7 @@ mod tests {
 
     /// Every available kernel's Q4_0 dot is within the Q8_0 kernels' error
     /// bound of the scalar kernel (with the levels `-8..=7` as weights), its
-    /// four-row form gives its single-row bits for each row, the x86
+    /// four-row form gives its single-row bits for each row, the two VNNI
     /// kernels agree bit for bit, and rows of another length panic; for
     /// 0 to 9 blocks (pairs and a last odd block) of any nibbles and scales
     /// of either sign.

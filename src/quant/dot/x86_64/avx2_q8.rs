@@ -221,8 +221,10 @@ fn row_rest<B, const SHIFT: i32>(
 }
 
 /// [`dot_q4_0`] with the activation's whole groups of eight blocks also
-/// laid out as [`NibbleGroup`]s, bit for bit: the same exact block sums
-/// and the same float operations. One 256-bit register takes two weight
+/// laid out as [`NibbleGroup`]s, bit for bit (a NaN from two NaN or
+/// infinite scales may carry another sign or payload: the compiler may
+/// swap a float add's operands): the same exact block sums and the same
+/// float operations. One 256-bit register takes two weight
 /// blocks (`p` and `p + 4` of a group, their 16 bytes side by side), so
 /// their low nibbles, high nibbles, the two `vpmaddubsw`, their `i16` sum
 /// (at most `2 * 2 * 15 * 128`) and one `vpmaddwd` serve both; the eight
