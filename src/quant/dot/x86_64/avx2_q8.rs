@@ -167,10 +167,7 @@ fn row_loop<B, const SHIFT: i32>(
         let d_x = _mm256_setr_ps(
             xc[0].d, xc[1].d, xc[2].d, xc[3].d, xc[4].d, xc[5].d, xc[6].d, xc[7].d,
         );
-        let d_w = scales8(wc.each_ref().map(&d));
-        let t = _mm256_mul_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(isum));
-        acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
-        acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t));
+        acc = add_terms8(acc, scales8(wc.each_ref().map(&d)), d_x, isum);
     }
     finish(row_rest::<_, SHIFT>(
         acc,
@@ -181,6 +178,18 @@ fn row_loop<B, const SHIFT: i32>(
         d,
         hint,
     ))
+}
+
+/// Eight blocks' terms `(d_w * d_x) * f32(isum)` added to the four
+/// partial sums `acc`, blocks `0..4` then `4..8` (block `b` to sum
+/// `b % 4`): the float step of every eight-block loop here, so they all
+/// round alike.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn add_terms8(acc: __m128, d_w: __m256, d_x: __m256, isum: __m256i) -> __m128 {
+    let t = _mm256_mul_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(isum));
+    let acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
+    _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t))
 }
 
 /// The end of [`row_loop`]: the blocks after a row's last whole group of
@@ -263,10 +272,7 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
         let sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
         let isum = _mm256_add_epi32(sums, bytemuck::cast(gc.off));
         let d_x: __m256 = bytemuck::cast(gc.d);
-        let d_w = scales8_packed(wc.each_ref().map(|b| b.d));
-        let t = _mm256_mul_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(isum));
-        acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
-        acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t));
+        acc = add_terms8(acc, scales8_packed(wc.each_ref().map(|b| b.d)), d_x, isum);
     }
     let rest = |w: &BlockQ4_0, x: &ActBlock| q4_0_lanes(w, x);
     finish(row_rest::<_, Q4_0_SHIFT>(
