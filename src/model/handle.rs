@@ -256,7 +256,7 @@ impl Model {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn pack_for_decode(file: &mut GgufFile) -> usize {
-    if !crate::quant::dot::selected().1.has_k_rows8() {
+    if !crate::quant::dot::selected().1.reads_packed_k() {
         return 0;
     }
     file.pack_rows8(|info| is_projection(&info.name))

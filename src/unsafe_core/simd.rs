@@ -136,6 +136,20 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_k_rows8(self, w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::k_rows8_equal_dot_k
+            unsafe { avx2::dot_q4_k_rows8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q5_k_rows8(self, w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::k_rows8_equal_dot_k
+            unsafe { avx2::dot_q5_k_rows8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn gemm_k4_4x8(
             self,
             w: [&[K4Levels]; 4],

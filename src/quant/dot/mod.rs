@@ -1023,10 +1023,24 @@ impl Dispatch {
     }
 
     /// Whether [`dot_q4_k_rows8`](Self::dot_q4_k_rows8) and its Q5_K
-    /// form run eight rows in one pass (AVX-512 VNNI), rather than as
-    /// eight single-row dots.
+    /// form share work across rows (AVX-512 VNNI in one pass over eight
+    /// rows, AVX2 four rows at a time), rather than running eight
+    /// single-row dots.
     #[inline]
     pub(crate) fn has_k_rows8(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) | Dispatch::Avx2(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// Whether this kernel reads eight-row packed K blocks
+    /// ([`BlockQ4Kx8`], [`BlockQ5Kx8`]) as they lie (AVX-512 VNNI). Only
+    /// then does packing a model's projections for decode pay; every
+    /// other kernel would unpack each row again.
+    #[inline]
+    pub(crate) fn reads_packed_k(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         if let Dispatch::Avx512Vnni(_) = self {
             return true;
@@ -1045,6 +1059,8 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q4_k_rows8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q4_k_rows8(w, x),
             _ => w.map(|wr| {
                 assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
                 self.dot_q4_k(wr, x)
@@ -1095,6 +1111,8 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q5_k_rows8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k_rows8(w, x),
             _ => w.map(|wr| {
                 assert_eq!(wr.len(), x.len(), "dot_q5_k_rows8: block counts differ");
                 self.dot_q5_k(wr, x)

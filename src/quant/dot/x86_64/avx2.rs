@@ -53,6 +53,44 @@ pub(super) fn f16_pair(a: [u8; 2], b: [u8; 2]) -> (f32, f32) {
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
+/// The first 16 bytes of a Q4_K/Q5_K block decoded in general registers,
+/// for the 256-bit decode rows (`k_prep_256!`): the eight 6-bit scales
+/// (then the eight mins) as the bytes of one `u64`, exactly
+/// `kcommon::scales_mins_k4`'s, and `[d, dmin, 0, 0]` widened exactly.
+/// On a Zen 3 core a Q4_K decode row is bound by its vector operations
+/// (the four vector pipes, not memory, were the limit, `llvm-mca
+/// -mcpu=znver3` and the in-cache timing agreeing), and the shifts and
+/// masks here run on the integer pipes beside them; the two words then
+/// cross to vector registers with one move each. ([`k4_head`] does the
+/// same in vector registers, for the kernels that spread the scales
+/// from there.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn k4_head_gpr(head: &[u8; 16]) -> (u64, u64, __m128) {
+    let word = |i: usize| {
+        u32::from_le_bytes([
+            head[4 * i],
+            head[4 * i + 1],
+            head[4 * i + 2],
+            head[4 * i + 3],
+        ])
+    };
+    let (w0, w1, w2) = (word(1), word(2), word(3));
+    // Scales and mins 0-3: the low six bits of w0 and w1. Scales 4-7: the
+    // low nibbles of w2 below the top two bits of w0's bytes; mins 4-7:
+    // w2's high nibbles below the top two bits of w1's. (A shift by 2
+    // moves bits 6-7 of each byte to bits 4-5 of the same byte, which the
+    // mask keeps.)
+    let low6 = 0x3f3f_3f3f;
+    let (nib, top) = (0x0f0f_0f0f, 0x3030_3030);
+    let scales_hi = (w2 & nib) | ((w0 >> 2) & top);
+    let mins_hi = ((w2 >> 4) & nib) | ((w1 >> 2) & top);
+    let scales = u64::from(w0 & low6) | (u64::from(scales_hi) << 32);
+    let mins = u64::from(w1 & low6) | (u64::from(mins_hi) << 32);
+    let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(word(0) as i32));
+    (scales, mins, dd)
+}
+
 /// The first 16 bytes of a Q4_K/Q5_K block (`d`, `dmin`, then the 12
 /// packed bytes of the 6-bit scales and mins) decoded in vector registers:
 /// the eight scales then the eight mins as bytes, exactly
@@ -702,6 +740,84 @@ fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
 
 k_prep_256!("avx2,fma,f16c");
 k_kernels!("avx2,fma,f16c");
+
+/// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN payloads
+/// aside): eight decode rows against one activation, four at a time
+/// ([`k4_rows4`]).
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+    let lo = k4_rows4([w[0], w[1], w[2], w[3]], x, |b| q4_k_prep(b));
+    let hi = k4_rows4([w[4], w[5], w[6], w[7]], x, |b| q4_k_prep(b));
+    core::array::from_fn(|i| if i < 4 { lo[i] } else { hi[i - 4] })
+}
+
+/// [`dot_q4_k_rows8`] for Q5_K rows: `dot_q5_k` of each, bit for bit.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
+    let lo = k4_rows4([w[0], w[1], w[2], w[3]], x, |b| q5_k_prep(b));
+    let hi = k4_rows4([w[4], w[5], w[6], w[7]], x, |b| q5_k_prep(b));
+    core::array::from_fn(|i| if i < 4 { lo[i] } else { hi[i - 4] })
+}
+
+/// Four Q4_K or Q5_K rows against one activation, block by block: each
+/// row's `k4_step` (the block's lanes and the mins' products summed
+/// exactly, one FMA into the row's sum, one product subtracted from its
+/// mins' sum), with the four rows' exact sums reduced together
+/// ([`hsum4_epi32`]) and their float operations run lane by lane, so each
+/// result is `dot_q4_k`'s (or `dot_q5_k`'s), bit for bit. What the rows
+/// share is the reduction and the float step, a fifth of a single row's
+/// work per block.
+///
+/// The lines four rows on are asked for as the block's share of the
+/// four rows goes by ([`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes
+/// past it, counted from `w[0]` as if the rows were one after the other,
+/// as a matrix's are).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k4_rows4<B>(w: [&[B]; 4], x: &[BlockQ8K], prep: impl Fn(&B) -> K4Prep) -> [f32; 4] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "K-quant rows: block counts differ");
+    }
+    // The four rows' bytes per block, as if the rows lay one after the other.
+    let step = 4 * core::mem::size_of::<B>();
+    let mut acc = _mm_setzero_ps();
+    let mut acc_min = _mm_setzero_ps();
+    for (b, xb) in x.iter().enumerate() {
+        let mut line = (b * step) & !63;
+        while line < (b + 1) * step {
+            crate::unsafe_core::prefetch::prefetch_read(w[0], super::PREFETCH_AHEAD + line);
+            line += 64;
+        }
+        let bsums: __m256i = bytemuck::cast(xb.bsums);
+        let mut lanes = [_mm256_setzero_si256(); 4];
+        let mut prod = [_mm256_setzero_si256(); 4];
+        let mut d = [0.0f32; 4];
+        let mut dmin = [0.0f32; 4];
+        for r in 0..4 {
+            let p = prep(&w[r][b]);
+            lanes[r] = k4_lanes(&p, xb);
+            prod[r] = _mm256_madd_epi16(bsums, p.mins);
+            d[r] = p.d;
+            dmin[r] = p.dmin;
+        }
+        let isums = _mm_cvtepi32_ps(hsum4_epi32(lanes));
+        let msums = _mm_cvtepi32_ps(hsum4_epi32(prod));
+        let dx = _mm_set1_ps(xb.d);
+        let dd = _mm_mul_ps(bytemuck::cast(d), dx);
+        acc = _mm_fmadd_ps(dd, isums, acc);
+        let dm = _mm_mul_ps(bytemuck::cast(dmin), dx);
+        acc_min = _mm_sub_ps(acc_min, _mm_mul_ps(dm, msums));
+    }
+    bytemuck::cast(_mm_add_ps(acc, acc_min))
+}
 
 /// The mins of a Q4_K/Q5_K block (bytes 8-15 of the decoded scales and
 /// mins), min `j` twice in `i16` lanes, for the two 16-value activation

@@ -227,6 +227,22 @@ macro_rules! q8_kernels {
     };
 }
 
+/// `K4_SCALE_PICKS[j]`: the `vpshufb` pattern that zero-extends byte `j`
+/// of a 128-bit half into all eight of its `i16` lanes.
+static K4_SCALE_PICKS: [[u8; 32]; 8] = {
+    let mut p = [[0x80u8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut i = 0;
+        while i < 32 {
+            p[j][i] = j as u8;
+            i += 2;
+        }
+        j += 1;
+    }
+    p
+};
+
 /// The K-quant weight side of one x86 instruction set at 256 bits (AVX2,
 /// AVX-VNNI), given that module's `madd_acc(acc, a, b) -> __m256i`, which
 /// adds `vpmaddwd(a, b)` to the eight `i32` lanes of `acc` (AVX2:
@@ -259,21 +275,25 @@ macro_rules! k_prep_256 {
             dmin: f32,
         }
 
-        /// Scales and mins of a Q4_K/Q5_K block (as `avx2::k4_head`
-        /// decodes them) spread with byte shuffles of constant patterns:
-        /// the eight scales widened to `i16` once, in both 128-bit halves,
-        /// then one `vpshufb` per sub-block copies its scale to every lane.
-        /// (Widening each scale on its own took three instructions a
-        /// sub-block, a quarter of a decode block's.)
+        /// Scales and mins of a Q4_K/Q5_K block (as `avx2::k4_head_gpr`
+        /// decodes them, a byte each in `scales` and `mins`) spread with
+        /// byte shuffles: the scale bytes copied to every 64-bit lane,
+        /// then one `vpshufb` per sub-block zero-extends its scale into
+        /// every `i16` lane. The shuffle patterns are read from memory
+        /// (`K4_SCALE_PICKS` behind `black_box`): given them as constants,
+        /// the compiler turned each into a `vpshufd` or shift and a
+        /// `vpbroadcastw`, two operations where one does. The mins are
+        /// widened to `i16`, each twice, for the two 16-value activation
+        /// sums it covers.
         #[inline]
         #[target_feature(enable = $features)]
-        fn k4_scales(v: __m128i) -> ([__m256i; 8], __m256i) {
-            let wide = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
-            let sc = core::array::from_fn(|j| {
-                let pick = (((2 * j + 1) << 8) | (2 * j)) as i16;
-                _mm256_shuffle_epi8(wide, _mm256_set1_epi16(pick))
-            });
-            (sc, super::avx2::k4_mins(v))
+        fn k4_scales(scales: u64, mins: u64) -> ([__m256i; 8], __m256i) {
+            let both = _mm256_set1_epi64x(scales as i64);
+            let picks = core::hint::black_box(&super::K4_SCALE_PICKS);
+            let sc = core::array::from_fn(|j| _mm256_shuffle_epi8(both, bytemuck::cast(picks[j])));
+            let twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+            let m = _mm_shuffle_epi8(_mm_cvtsi64_si128(mins as i64), twice);
+            (sc, _mm256_cvtepu8_epi16(m))
         }
 
         /// [`K4Prep`] of a Q4_K block: per 64 weights, one 32-byte load of
@@ -283,9 +303,10 @@ macro_rules! k_prep_256 {
         #[target_feature(enable = $features)]
         fn q4_k_prep(wb: &BlockQ4K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
-            let head = bytemuck::cast_ref::<_, [[u8; 16]; 9]>(wb)[0]; // 144 bytes
-            let (v, d, dmin) = super::avx2::k4_head(head);
-            let (sc, mins) = k4_scales(v);
+            let head = &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(wb)[0]; // 144 bytes
+            let (scales, mins, dd) = super::avx2::k4_head_gpr(head);
+            let (sc, mins) = k4_scales(scales, mins);
+            let (d, dmin) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
             let (qs, _) = wb.qs.as_chunks::<32>();
             let mut q = [_mm256_setzero_si256(); 8];
             for (k, c) in qs.iter().enumerate() {
@@ -310,9 +331,10 @@ macro_rules! k_prep_256 {
         fn q5_k_prep(wb: &BlockQ5K) -> K4Prep {
             let low4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
-            let head = bytemuck::cast_ref::<_, [[u8; 16]; 11]>(wb)[0]; // 176 bytes
-            let (v, d, dmin) = super::avx2::k4_head(head);
-            let (sc, mins) = k4_scales(v);
+            let head = &bytemuck::cast_ref::<_, [[u8; 16]; 11]>(wb)[0]; // 176 bytes
+            let (scales, mins, dd) = super::avx2::k4_head_gpr(head);
+            let (sc, mins) = k4_scales(scales, mins);
+            let (d, dmin) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
             let hb: __m256i = bytemuck::cast(wb.qh);
             // Bit `s` of each byte of `qh`, as 0 or 16 (the shift moves
             // 16-bit lanes, but the mask keeps only bit `s` of each byte's
