@@ -20,9 +20,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow, RowPrefetch};
-use crate::quant::kgroup::{
-    B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q4_0_SHIFT, Q8_0_SHIFT,
-};
+use crate::quant::kgroup::{B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q8_0_SHIFT};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
     QuantizedVector, PACK_ROWS,
@@ -380,31 +378,6 @@ pub(crate) fn matmul_rows_any(
             }
             i += 8;
         }
-        // Q4_0 with a kernel that pairs blocks: two weight rows by four
-        // batch rows at 512 bits.
-        while let (Weight::Q4_0(q), true) = (w, i + 4 <= m) {
-            let x = [0, 1, 2, 3].map(|t| xs.act_row(i + t));
-            let [Some(a), Some(b), Some(c), Some(d)] = [0, 1, 2, 3].map(|t| xs.pair_row(i + t))
-            else {
-                break;
-            };
-            let mut j = tile.start;
-            while j + 2 <= tile.end {
-                let y = k.dot_q4_0_2x4_pairs([q.row(r0 + j), q.row(r0 + j + 1)], [a, b, c, d], x);
-                for (r, yr) in y.into_iter().enumerate() {
-                    for (t, v) in yr.into_iter().enumerate() {
-                        segs[i + t][j + r] = v;
-                    }
-                }
-                j += 2;
-            }
-            if j < tile.end {
-                for (t, v) in k.dot_q4_0_x4(q.row(r0 + j), x).into_iter().enumerate() {
-                    segs[i + t][j] = v;
-                }
-            }
-            i += 4;
-        }
         while i + 4 <= m {
             for j in tile.clone() {
                 let r = r0 + j;
@@ -533,7 +506,7 @@ pub(crate) fn gemm_group_rows(
             segs,
             |j, out| k.unpack_row(m.row(r0 + j), out, B32Levels::q4_0),
             |j, n| prefetch_rows_after(m.row(r0 + j), n),
-            |w2, x| k.gemm_b32_2x8::<Q4_0_SHIFT>(w2, x),
+            |w2, x| k.gemm_q4_0_2x8(w2, x),
             B32_TILE_SETS,
         ),
         Weight::Q4KPacked(_) | Weight::Q5KPacked(_) | Weight::F16(_) | Weight::Bf16(_) => 0,

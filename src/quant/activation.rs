@@ -112,15 +112,19 @@ impl PairBlock {
     }
 }
 
-/// Eight consecutive activation blocks laid out for AVX2's Q4_0 decode
-/// row (`quant::dot::x86_64::avx2_q8::dot_q4_0_groups`), which takes two
-/// weight blocks per 256-bit register: block `p` in the low half and block
-/// `p + 4` in the high half (`p < 4`), its 16 bytes of nibbles giving each
-/// block's first 16 levels (low nibbles) and last 16 (high nibbles). So
-/// `qs[2p]` holds `x_p[0..16]` then `x_{p+4}[0..16]`, and `qs[2p + 1]`
-/// their values `16..32`; `d` the eight scales in block order, and `off`
-/// each block's `-8 * sum(x)`, the Q4_0 offset of 8 applied to its sum
-/// once (exact: at most `8 * 32 * 128` in magnitude).
+/// Eight consecutive activation blocks laid out for the Q4_0 decode rows
+/// of AVX2 (`quant::dot::x86_64::avx2_q8::dot_q4_0_groups`) and AVX-512
+/// VNNI (`avx512vnni::dot_q4_0_groups`). AVX2 takes two weight blocks per
+/// 256-bit register, block `p` in the low half and block `p + 4` in the
+/// high half (`p < 4`), the 16 bytes of nibbles giving each block's first
+/// 16 levels (low nibbles) and last 16 (high nibbles): so
+/// `qs[chunk(p, l)]` holds `x_p[16l..16l + 16]` then
+/// `x_{p+4}[16l..16l + 16]`. The chunks are ordered so that the 64 bytes
+/// from `qs[4h + 2l]` hold half `l` of blocks `2h`, `2h + 4`, `2h + 1`,
+/// `2h + 5`, which AVX-512 meets with four weight blocks in one register
+/// (the group is 64-byte aligned). `d` holds the eight scales in block
+/// order, and `off` each block's `-8 * sum(x)`, the Q4_0 offset of 8
+/// applied to its sum once (exact: at most `8 * 32 * 128` in magnitude).
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct NibbleGroup {
@@ -136,17 +140,24 @@ impl NibbleGroup {
     pub(crate) fn new(b: &[ActBlock; 8]) -> Self {
         let mut g = Self::zeroed();
         for p in 0..4 {
-            let (lo, hi) = (&b[p].qs, &b[p + 4].qs);
-            g.qs[2 * p][..16].copy_from_slice(&lo[..16]);
-            g.qs[2 * p][16..].copy_from_slice(&hi[..16]);
-            g.qs[2 * p + 1][..16].copy_from_slice(&lo[16..]);
-            g.qs[2 * p + 1][16..].copy_from_slice(&hi[16..]);
+            for l in 0..2 {
+                let c = &mut g.qs[Self::chunk(p, l)];
+                c[..16].copy_from_slice(&b[p].qs[16 * l..16 * l + 16]);
+                c[16..].copy_from_slice(&b[p + 4].qs[16 * l..16 * l + 16]);
+            }
         }
         for (i, blk) in b.iter().enumerate() {
             g.d[i] = blk.d;
             g.off[i] = -8 * blk.qs.iter().map(|&q| i32::from(q)).sum::<i32>();
         }
         g
+    }
+
+    /// The index in `qs` of half `l` (0: values `0..16`, 1: `16..32`) of
+    /// blocks `p` and `p + 4` (`p < 4`).
+    #[inline(always)]
+    pub(crate) const fn chunk(p: usize, l: usize) -> usize {
+        4 * (p / 2) + 2 * l + p % 2
     }
 }
 
@@ -200,13 +211,9 @@ pub struct QuantizedVector {
     /// The BF16 form (for BF16 weights): the values rounded to bfloat16,
     /// widened.
     bh: Vec<f32>,
-    /// With the AVX-512 VNNI kernel and the Q8_0 form: the blocks in
-    /// pairs (`2j`, `2j + 1`), which its Q4_0 decode kernel reads.
-    pairs: Vec<PairBlock>,
-    /// Whether `pairs` was built for the current contents.
-    paired: bool,
-    /// With the AVX2 kernel and the Q8_0 form: each whole group of eight
-    /// blocks as a [`NibbleGroup`], which its Q4_0 decode row reads.
+    /// With the AVX2 or AVX-512 VNNI kernel and the Q8_0 form: each whole
+    /// group of eight blocks as a [`NibbleGroup`], which their Q4_0 decode
+    /// rows read.
     groups: Vec<NibbleGroup>,
     /// Whether `groups` was built for the current contents.
     grouped: bool,
@@ -313,8 +320,6 @@ impl QuantizedVector {
             k_blocks: Vec::with_capacity(cols.div_ceil(QK_K)),
             h: Vec::with_capacity(cols),
             bh: Vec::with_capacity(cols),
-            pairs: Vec::with_capacity(cols / (2 * QK8_0)),
-            paired: false,
             groups: Vec::with_capacity(cols / (8 * QK8_0)),
             grouped: false,
             cols: 0,
@@ -371,13 +376,6 @@ impl QuantizedVector {
             quantize_into(&mut self.blocks, x, k);
         } else {
             self.blocks.clear();
-        }
-        self.paired = forms.q8_0 && k.matmul_uses_pairs();
-        self.pairs.clear();
-        if self.paired {
-            let pairs = self.blocks.as_chunks::<2>().0;
-            self.pairs
-                .extend(pairs.iter().map(|[a, b]| PairBlock::new(a, b)));
         }
         self.grouped = forms.q8_0 && k.decode_uses_nibble_groups();
         self.groups.clear();
@@ -440,13 +438,6 @@ impl QuantizedVector {
 
     pub(crate) fn act(&self) -> &[ActBlock] {
         &self.blocks
-    }
-
-    /// The Q8_0 blocks in pairs, where the kernel that quantized them
-    /// reads them so (AVX-512 VNNI; an odd last block is only in
-    /// [`act`](Self::act)).
-    pub(crate) fn pairs(&self) -> Option<&[PairBlock]> {
-        Some(&self.pairs[..]).filter(|_| self.paired)
     }
 
     /// The Q8_0 blocks in groups of eight, where the kernel that quantized

@@ -485,7 +485,10 @@ fn b32_sums(
 /// the activation's `neg_bias` (`-128 * sum`) that removes it: 0 for
 /// Q8_0's flipped bytes (offset 128), 4 for Q4_0's levels (offset 8).
 pub(crate) const Q8_0_SHIFT: u32 = 0;
-/// See [`Q8_0_SHIFT`].
+/// See [`Q8_0_SHIFT`]. Only tests run the GEMM with it: its lane-wise
+/// rounding is AVX-VNNI's Q4_0 dot, while AVX-512 VNNI's Q4_0 prefill
+/// rounds as AVX2's (`gemm_q4_0_2x8`).
+#[cfg(test)]
 pub(crate) const Q4_0_SHIFT: u32 = 4;
 
 /// What the Q8_0/Q4_0 GEMM returns (`SHIFT` one of [`Q8_0_SHIFT`] and

@@ -500,29 +500,16 @@ mod x86 {
         }
 
         #[inline]
-        pub(crate) fn dot_q4_0_2x4_pairs(
-            self,
-            w: [&[BlockQ4_0]; 2],
-            pairs: [&[PairBlock]; 4],
-            x: [&[ActBlock]; 4],
-        ) -> [[f32; 4]; 2] {
-            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
-            // found every feature this kernel enables (avx512bw included).
-            // Checked by: src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
-            unsafe { avx512vnni::dot_q4_0_2x4_pairs(w, pairs, x) }
-        }
-
-        #[inline]
-        pub(crate) fn dot_q4_0_pairs(
+        pub(crate) fn dot_q4_0_groups(
             self,
             w: &[BlockQ4_0],
-            pairs: &[PairBlock],
+            g: &[NibbleGroup],
             x: &[ActBlock],
         ) -> f32 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
             // avx512f, avx512vl, avx512bw and avx512vnni.
-            // Checked by: src/quant/dot/mod.rs::avx512_q4_0_pairs_equal_dot_q4_0
-            unsafe { avx512vnni::dot_q4_0_pairs(w, pairs, x) }
+            // Checked by: src/quant/dot/mod.rs::q4_0_groups_equal_dot_q4_0
+            unsafe { avx512vnni::dot_q4_0_groups(w, g, x) }
         }
 
         #[inline]
@@ -535,6 +522,18 @@ mod x86 {
             // found every feature this kernel enables (avx512bw included).
             // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_q4_0_2x8(
+            self,
+            w: [&[B32Levels]; 2],
+            x: &[Q8Group],
+        ) -> [[f32; GROUP_ROWS]; 2] {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            unsafe { avx512vnni::gemm_q4_0_2x8(w, x) }
         }
 
         #[inline]
@@ -657,20 +656,6 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] as in `dot_q8`. Checked by:
             // src/quant/dot/mod.rs::dot_k_x8_equals_dot_k
             unsafe { avx512vnni::dot_k_x8(w, x) }
-        }
-
-        #[inline]
-        pub(crate) fn dot_q4_0(self, w: &[BlockQ4_0], x: &[ActBlock]) -> f32 {
-            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
-            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
-            unsafe { avx512vnni::dot_q4_0(w, x) }
-        }
-
-        #[inline]
-        pub(crate) fn dot_q4_0_x4(self, w: &[BlockQ4_0], x: [&[ActBlock]; 4]) -> [f32; 4] {
-            // SAFETY: [SIMD-TOKEN] the token proves every feature the kernel
-            // enables. Checked by: src/quant/dot/mod.rs::dot_q4_0_kernels_agree
-            unsafe { avx512vnni::dot_q4_0_x4(w, x) }
         }
 
         #[inline]

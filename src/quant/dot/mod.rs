@@ -705,12 +705,12 @@ impl Dispatch {
 
     /// Whether the Q4_0 decode row reads the activation's groups of eight
     /// blocks ([`NibbleGroup`](super::activation::NibbleGroup), built when
-    /// a vector is quantized): AVX2's
+    /// a vector is quantized): AVX2's and AVX-512 VNNI's
     /// [`dot_q4_0_decode`](Self::dot_q4_0_decode).
     #[inline]
     pub(crate) fn decode_uses_nibble_groups(self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if let Dispatch::Avx2(_) = self {
+        if let Dispatch::Avx2(_) | Dispatch::Avx512Vnni(_) = self {
             return true;
         }
         false
@@ -718,10 +718,9 @@ impl Dispatch {
 
     /// The Q4_0 x Q8_0 dot of a decode row against a quantized vector,
     /// [`dot_q4_0`](Self::dot_q4_0)'s bits (NaN payloads and signs
-    /// aside), from the layout of the
-    /// activation this kernel reads fastest where the vector holds it:
-    /// AVX-512 VNNI's block pairs ([`dot_q4_0_paired`](Self::dot_q4_0_paired)),
-    /// AVX2's groups of eight.
+    /// aside), from the activation's groups of eight blocks where the
+    /// kernel reads them (AVX2 and AVX-512 VNNI, which share AVX2's
+    /// rounding of Q4_0).
     ///
     /// # Panics
     ///
@@ -731,7 +730,9 @@ impl Dispatch {
         match (self, x.nibble_groups()) {
             #[cfg(target_arch = "x86_64")]
             (Dispatch::Avx2(t), Some(g)) => t.dot_q4_0_groups(w, g, x.act()),
-            _ => self.dot_q4_0_paired(w, x.pairs(), x.act()),
+            #[cfg(target_arch = "x86_64")]
+            (Dispatch::Avx512Vnni(t), Some(g)) => t.dot_q4_0_groups(w, g, x.act()),
+            _ => self.dot_q4_0(w, x.act()),
         }
     }
 
@@ -778,41 +779,6 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q8_2x4_pairs(w, pairs, x),
             _ => w.map(|wr| self.dot_q8_x4(wr, x)),
-        }
-    }
-
-    /// [`dot_q4_0`](Self::dot_q4_0), bit for bit, from the activation's
-    /// block pairs where the kernel uses them (AVX-512 VNNI, `pairs` given:
-    /// see `QuantizedVector::pairs`).
-    #[inline]
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-    pub(crate) fn dot_q4_0_paired(
-        self,
-        w: &[BlockQ4_0],
-        pairs: Option<&[PairBlock]>,
-        x: &[ActBlock],
-    ) -> f32 {
-        match (self, pairs) {
-            #[cfg(target_arch = "x86_64")]
-            (Dispatch::Avx512Vnni(t), Some(p)) => t.dot_q4_0_pairs(w, p, x),
-            _ => self.dot_q4_0(w, x),
-        }
-    }
-
-    /// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, from
-    /// the batch's block pairs where the kernel uses them.
-    #[inline]
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-    pub(crate) fn dot_q4_0_2x4_pairs(
-        self,
-        w: [&[BlockQ4_0]; 2],
-        pairs: [&[PairBlock]; 4],
-        x: [&[ActBlock]; 4],
-    ) -> [[f32; 4]; 2] {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.dot_q4_0_2x4_pairs(w, pairs, x),
-            _ => w.map(|wr| self.dot_q4_0_x4(wr, x)),
         }
     }
 
@@ -912,7 +878,25 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.gemm_q4_0_1x8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().gemm_q4_0_1x8(w, x),
             _ => kgroup::gemm_q4_0_reference(w, x),
+        }
+    }
+
+    /// [`gemm_q4_0_1x8`](Self::gemm_q4_0_1x8) of two weight rows, bit for
+    /// bit. AVX-512 VNNI's Q4_0 prefill runs it, in one pass over the
+    /// activation groups (its Q4_0 dots round as AVX2's do).
+    #[inline]
+    pub(crate) fn gemm_q4_0_2x8(
+        self,
+        w: [&[B32Levels]; 2],
+        x: &[Q8Group],
+    ) -> [[f32; GROUP_ROWS]; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_q4_0_2x8(w, x),
+            _ => w.map(|wr| self.gemm_q4_0_1x8(wr, x)),
         }
     }
 
@@ -961,7 +945,7 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q4_0(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.dot_q4_0(w, x),
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_0(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_0(w, x),
             #[cfg(target_arch = "aarch64")]
@@ -988,7 +972,7 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx2(t) => t.dot_q4_0_x4(w, x),
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.dot_q4_0_x4(w, x),
+            Dispatch::Avx512Vnni(t) => t.avx2().dot_q4_0_x4(w, x),
             #[cfg(target_arch = "x86_64")]
             Dispatch::AvxVnni(t) => t.dot_q4_0_x4(w, x),
             #[cfg(target_arch = "aarch64")]
@@ -2067,60 +2051,6 @@ mod tests {
         });
     }
 
-    /// The 512-bit Q4_0 pair kernels give `dot_q4_0`'s bits for two weight
-    /// rows and four activation rows (prefill) and for one row and one
-    /// activation (decode), for every block count (odd ones included) and
-    /// any weight bytes and scales.
-    #[cfg_attr(
-        miri,
-        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
-    )]
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn avx512_q4_0_pairs_equal_dot_q4_0() {
-        use proptest::prelude::*;
-        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
-            eprintln!("avx512_q4_0_pairs_equal_dot_q4_0: skipped, the CPU lacks AVX-512 VNNI");
-            return;
-        };
-        let case = (0usize..=7).prop_flat_map(|nb| {
-            (
-                prop::collection::vec(any::<u8>(), nb * 18),
-                prop::collection::vec(any::<u8>(), nb * 18),
-                any::<u32>(),
-            )
-        });
-        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
-        proptest!(ProptestConfig::with_cases(128), |((ra, rb, seed) in case)| {
-            let blocks = |raw: &[u8]| -> Vec<BlockQ4_0> {
-                raw.chunks_exact(18).map(bytemuck::pod_read_unaligned).collect()
-            };
-            let (wa, wb) = (blocks(&ra), blocks(&rb));
-            let nb = wa.len();
-            if nb == 0 {
-                return Ok(());
-            }
-            let vals: Vec<f32> = (0..4 * nb * QK8_0)
-                .map(|i| {
-                    let h = (seed ^ i as u32).wrapping_mul(2_654_435_761);
-                    (h >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-                })
-                .collect();
-            let mut xs = crate::quant::QuantizedBatch::new();
-            xs.quantize_from(&vals, nb * QK8_0).unwrap();
-            let rows = [0, 1, 2, 3].map(|i| xs.act_row(i));
-            let pairs = [0, 1, 2, 3].map(|i| xs.pair_row(i).expect("pairs built for AVX-512 VNNI"));
-            let got = k.dot_q4_0_2x4_pairs([&wa, &wb], pairs, rows);
-            for (i, x) in rows.iter().enumerate() {
-                prop_assert!(same(got[0][i], k.dot_q4_0(&wa, x)), "row a, x {}", i);
-                prop_assert!(same(got[1][i], k.dot_q4_0(&wb, x)), "row b, x {}", i);
-                // The decode form: one row against one activation's pairs.
-                let one = k.dot_q4_0_paired(&wa, Some(pairs[i]), x);
-                prop_assert!(same(one, k.dot_q4_0(&wa, x)), "decode row, x {}", i);
-            }
-        });
-    }
-
     /// Every kernel's two-query `f16` dot gives `dot_f16`'s bits for each
     /// query, for every length (32- and 8-lane steps and the tail) and
     /// values across `f16`'s range (a NaN matches any NaN).
@@ -3022,7 +2952,13 @@ mod tests {
                 let signed = [[0, 1].map(|r| k.gemm_b32s_1x8(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8(&s4[r], &groups))];
                 // Q4_0's own GEMM, over its levels, adds in 16 bits what the
                 // signed form adds in 32: the same sums, the same bits.
-                let levels4 = [0, 1].map(|r| k.gemm_q4_0_1x8(&l4[r], &groups));
+                let levels4 = k.gemm_q4_0_2x8([&l4[0], &l4[1]], &groups);
+                for r in 0..2 {
+                    let one = k.gemm_q4_0_1x8(&l4[r], &groups);
+                    for a in 0..8 {
+                        prop_assert!(same(levels4[r][a], one[a]), "{:?} q4_0 2x8 row {} act {}", kernel, r, a);
+                    }
+                }
                 let levels4_ref = [0, 1].map(|r| gemm_q4_0_reference(&l4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
@@ -3039,9 +2975,10 @@ mod tests {
                 for r in 0..2 {
                     for (a, x) in rows.iter().enumerate() {
                         // The unsigned form gives the VNNI kernels' dots,
-                        // the signed form AVX2's.
+                        // the signed form AVX2's (and AVX-512 VNNI's Q4_0).
                         let [w8_dot, w4_dot] = match kernel {
-                            Kernel::AvxVnni | Kernel::Avx512Vnni => [want[0][r][a], want[1][r][a]],
+                            Kernel::AvxVnni => [want[0][r][a], want[1][r][a]],
+                            Kernel::Avx512Vnni => [want[0][r][a], signed[1][r][a]],
                             Kernel::Avx2 => [signed[0][r][a], signed[1][r][a]],
                             _ => continue,
                         };
@@ -3054,6 +2991,8 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8::<Q8_0_SHIFT>([&l8[0], short], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_q4_0_1x8(&l4[1][..nb - 1], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_2x8([&l4[0], &l4[1][..nb - 1]], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_2x8([&l4[0][..nb - 1], &l4[1]], &groups)).is_err());
                 }
             });
         }
@@ -3312,8 +3251,8 @@ mod tests {
 
     /// Every available kernel's Q4_0 dot is within the Q8_0 kernels' error
     /// bound of the scalar kernel (with the levels `-8..=7` as weights), its
-    /// four-row form gives its single-row bits for each row, the two VNNI
-    /// kernels agree bit for bit, and rows of another length panic; for
+    /// four-row form gives its single-row bits for each row, AVX-512 VNNI
+    /// gives AVX2's bits, and rows of another length panic; for
     /// 0 to 9 blocks (pairs and a last odd block) of any nibbles and scales
     /// of either sign.
     #[cfg_attr(
@@ -3328,9 +3267,10 @@ mod tests {
         let weights = (0usize..20)
             .prop_flat_map(|nb| prop::collection::vec((any::<[u8; 16]>(), -2.0f32..2.0), nb));
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
-        // The two VNNI kernels round alike; AVX2 sums each block exactly
-        // first, so only the bound relates it to them.
-        let avx512 = Kernel::Avx512Vnni.dispatch();
+        // AVX-512 VNNI rounds Q4_0 as AVX2 does (each block summed exactly
+        // first); AVX-VNNI keeps lane-wise FMAs, so only the bound relates
+        // it to them.
+        let avx2 = Kernel::Avx2.dispatch();
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else {
                 eprintln!("dot_q4_0_kernels_agree: {kernel:?} skipped, the CPU lacks it");
@@ -3370,8 +3310,8 @@ mod tests {
                     let bound = 2.0 * gamma(w.len() + 6) * s;
                     let diff = (f64::from(single) - f64::from(scalar)).abs();
                     prop_assert!(diff <= bound, "{:?}: {} vs {}: {} > {}", kernel, single, scalar, diff, bound);
-                    if let (Some(a), Kernel::AvxVnni) = (avx512, kernel) {
-                        prop_assert!(same(single, a.dot_q4_0(&w, x)), "{:?} vs AVX-512 VNNI", kernel);
+                    if let (Some(a), Kernel::Avx512Vnni) = (avx2, kernel) {
+                        prop_assert!(same(single, a.dot_q4_0(&w, x)), "{:?} vs AVX2", kernel);
                     }
                 }
                 if !w.is_empty() {
@@ -3761,14 +3701,10 @@ mod tests {
 
 #[cfg(test)]
 #[cfg(target_arch = "x86_64")]
-mod q4_0_pair_edges {
+mod q4_0_group_edges {
     use super::*;
     use half::f16;
     use std::panic::catch_unwind;
-
-    fn pair(a: &ActBlock, b: &ActBlock) -> PairBlock {
-        PairBlock::new(a, b)
-    }
 
     fn rng(s: &mut u64) -> u64 {
         *s ^= *s << 13;
@@ -3781,12 +3717,13 @@ mod q4_0_pair_edges {
         0x7c00, 0xfc00, 0x7e00, 0x7c01, 0x0001, 0x8001, 0x03ff, 0x7bff, 0x0000, 0x8000,
     ];
 
-    /// AVX2's Q4_0 decode row over the activation's groups of eight
-    /// (`dot_q4_0_groups`, and `Dispatch::dot_q4_0_decode`, which picks it
-    /// for a vector quantized with AVX2) gives `dot_q4_0`'s bits, for 0 to
-    /// 27 blocks (whole groups and every remainder), any nibbles,
-    /// activation bytes down to -128 and NaN, infinite and subnormal
-    /// scales on both sides; groups or weights of the wrong length panic.
+    /// AVX2's and AVX-512 VNNI's Q4_0 decode rows over the activation's
+    /// groups of eight (`dot_q4_0_groups`, and `Dispatch::dot_q4_0_decode`,
+    /// which picks them for a vector quantized with either kernel) give
+    /// AVX2's `dot_q4_0` bits, for 0 to 27 blocks (whole groups and every
+    /// remainder), any nibbles, activation bytes down to -128 and NaN,
+    /// infinite and subnormal scales on both sides; groups or weights of
+    /// the wrong length panic.
     #[cfg_attr(
         miri,
         ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
@@ -3797,6 +3734,13 @@ mod q4_0_pair_edges {
         let Some(k @ Dispatch::Avx2(t)) = Kernel::Avx2.dispatch() else {
             eprintln!("q4_0_groups_equal_dot_q4_0: skipped, the CPU lacks AVX2");
             return;
+        };
+        let wide = match Kernel::Avx512Vnni.dispatch() {
+            Some(Dispatch::Avx512Vnni(t)) => Some(t),
+            _ => {
+                eprintln!("q4_0_groups_equal_dot_q4_0: AVX-512 VNNI skipped, the CPU lacks it");
+                None
+            }
         };
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         let mut s = 0x2545_f491_4f6c_dd1du64;
@@ -3837,13 +3781,27 @@ mod q4_0_pair_edges {
                 assert!(catch_unwind(|| t.dot_q4_0_groups(&w, &g[1..], &x)).is_err());
                 assert!(catch_unwind(|| t.dot_q4_0_groups(&w[1..], &g, &x)).is_err());
             }
+            if let Some(t) = wide {
+                let got = t.dot_q4_0_groups(&w, &g, &x);
+                assert!(same(got, want), "AVX-512 nb {nb}: {got} vs {want}");
+                if !g.is_empty() {
+                    assert!(catch_unwind(|| t.dot_q4_0_groups(&w, &g[1..], &x)).is_err());
+                    assert!(catch_unwind(|| t.dot_q4_0_groups(&w[1..], &g, &x)).is_err());
+                    assert!(catch_unwind(|| t.dot_q4_0_groups(&w, &g, &x[1..])).is_err());
+                }
+            }
         }
         // Through a quantized vector: the groups are built on quantizing
         // with AVX2, and the decode dot reads them.
         let values: Vec<f32> = (0..27 * QK8_0)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
             .collect();
-        for nb in [0, 7, 8, 9, 16, 27] {
+        let kernels = [Some(k), wide.map(Dispatch::Avx512Vnni)];
+        for (nb, k) in [0, 7, 8, 9, 16, 27]
+            .into_iter()
+            .flat_map(|nb| kernels.map(|k| (nb, k)))
+        {
+            let Some(k) = k else { continue };
             let mut v = QuantizedVector::new();
             v.quantize_with(k, &values[..nb * QK8_0]).unwrap();
             assert_eq!(v.nibble_groups().map(<[_]>::len), Some(nb / 8));
@@ -3855,163 +3813,6 @@ mod q4_0_pair_edges {
                 .collect();
             let (got, want) = (k.dot_q4_0_decode(&w, &v), k.dot_q4_0(&w, v.act()));
             assert!(same(got, want), "vector of {nb} blocks: {got} vs {want}");
-        }
-    }
-
-    /// Hostile operands: -128 activations, NaN/inf/subnormal f16 scales on
-    /// both sides, every nibble; 0..=9 blocks; bits equal to dot_q4_0, for
-    /// the two-row form and the decode form (`dot_q4_0_paired`).
-    #[cfg_attr(
-        miri,
-        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
-    )]
-    #[test]
-    fn q4_0_pairs_hostile_bits() {
-        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
-            return;
-        };
-        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        for iter in 0..4000 {
-            let nb = iter % 10;
-            let scale = |s: &mut u64| {
-                let r = rng(s);
-                if r.is_multiple_of(4) {
-                    SCALES[(r >> 8) as usize % SCALES.len()]
-                } else {
-                    (r >> 16) as u16
-                }
-            };
-            let w: [Vec<BlockQ4_0>; 2] = core::array::from_fn(|_| {
-                (0..nb)
-                    .map(|_| BlockQ4_0 {
-                        d: scale(&mut s).to_le_bytes(),
-                        qs: core::array::from_fn(|_| rng(&mut s) as u8),
-                    })
-                    .collect()
-            });
-            let rows: [Vec<ActBlock>; 4] = core::array::from_fn(|_| {
-                (0..nb)
-                    .map(|_| {
-                        let ext = rng(&mut s).is_multiple_of(3);
-                        let qs = core::array::from_fn(|_| {
-                            if ext {
-                                [-128i8, 127, -128, -127][rng(&mut s) as usize % 4]
-                            } else {
-                                rng(&mut s) as i8
-                            }
-                        });
-                        ActBlock::new(f16::from_bits(scale(&mut s)), qs)
-                    })
-                    .collect()
-            });
-            let pairs: [Vec<PairBlock>; 4] = core::array::from_fn(|i| {
-                rows[i]
-                    .as_chunks::<2>()
-                    .0
-                    .iter()
-                    .map(|[a, b]| pair(a, b))
-                    .collect()
-            });
-            let x = [0, 1, 2, 3].map(|i| &rows[i][..]);
-            let p = [0, 1, 2, 3].map(|i| &pairs[i][..]);
-            let got = k.dot_q4_0_2x4_pairs([&w[0], &w[1]], p, x);
-            for r in 0..2 {
-                for i in 0..4 {
-                    let want = k.dot_q4_0(&w[r], x[i]);
-                    assert!(
-                        same(got[r][i], want),
-                        "nb {nb} r {r} i {i}: {} vs {}",
-                        got[r][i],
-                        want
-                    );
-                    // AVX-VNNI runs the same lane-wise kernel (AVX2's sums
-                    // each block first, and rounds otherwise).
-                    if let Some(v) = Kernel::AvxVnni.dispatch() {
-                        let vnni = v.dot_q4_0(&w[r], x[i]);
-                        assert!(
-                            same(want, vnni),
-                            "avx512 vs avx-vnni nb {nb}: {want} vs {vnni}"
-                        );
-                    }
-                    // The decode form, whose pairs up to the row's last
-                    // but one or two come from one 64-byte load each.
-                    let paired = k.dot_q4_0_paired(&w[r], Some(p[i]), x[i]);
-                    assert!(same(paired, want), "paired nb {nb}: {paired} vs {want}");
-                }
-            }
-        }
-    }
-
-    /// Wrong lengths panic: weight rows differing, pairs too short/long,
-    /// an activation row short.
-    #[cfg_attr(
-        miri,
-        ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
-    )]
-    #[test]
-    fn q4_0_pairs_wrong_lengths_panic() {
-        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
-            return;
-        };
-        for nb in 0..=5usize {
-            let blk = BlockQ4_0 {
-                d: f16::from_f32(1.0).to_le_bytes(),
-                qs: [0x9a; 16],
-            };
-            let w = vec![blk; nb + 2];
-            let a = ActBlock::new(f16::from_f32(0.5), [3; QK8_0]);
-            let rows = vec![a; nb + 2];
-            let prs = vec![pair(&a, &a); nb / 2 + 2];
-            let x = [&rows[..nb]; 4];
-            let p = [&prs[..nb / 2]; 4];
-            let good = k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, x);
-            assert_eq!(good[0], k.dot_q4_0_x4(&w[..nb], x));
-            // The decode form: the right lengths give `dot_q4_0`; one more
-            // or one fewer pair, or an activation of another length, panic.
-            let one = |w: &[BlockQ4_0], pr: &[PairBlock], x: &[ActBlock]| {
-                catch_unwind(|| k.dot_q4_0_paired(w, Some(pr), x))
-            };
-            assert_eq!(
-                one(&w[..nb], p[0], x[0]).ok(),
-                Some(k.dot_q4_0(&w[..nb], x[0]))
-            );
-            assert!(one(&w[..nb], &prs[..nb / 2 + 1], x[0]).is_err());
-            if nb >= 2 {
-                assert!(one(&w[..nb], &prs[..nb / 2 - 1], x[0]).is_err());
-            }
-            assert!(one(&w[..nb], p[0], &rows[..nb + 1]).is_err());
-            assert!(one(&w[..nb + 1], p[0], x[0]).is_err());
-            // weight rows differ
-            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb + 1]], p, x)).is_err());
-            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb + 1], &w[..nb]], p, x)).is_err());
-            // pairs of one row too long / too short
-            let long = [p[0], p[1], &prs[..nb / 2 + 1], p[3]];
-            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], long, x)).is_err());
-            if nb >= 2 {
-                let short = [p[0], &prs[..nb / 2 - 1], p[2], p[3]];
-                assert!(
-                    catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], short, x)).is_err()
-                );
-            }
-            // one activation row long / short
-            let xl = [x[0], x[1], x[2], &rows[..nb + 1]];
-            assert!(catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, xl)).is_err());
-            if nb >= 1 {
-                let xs = [&rows[..nb - 1], x[1], x[2], x[3]];
-                assert!(
-                    catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb]], p, xs)).is_err()
-                );
-            }
-            // both weight rows one longer than x: must panic
-            assert!(
-                catch_unwind(|| k.dot_q4_0_2x4_pairs([&w[..nb + 1], &w[..nb + 1]], p, x)).is_err()
-            );
-            // Fallback dispatch (AVX2) with the same wrong lengths
-            let a2 = Kernel::Avx2.dispatch().unwrap();
-            assert!(
-                catch_unwind(|| a2.dot_q4_0_2x4_pairs([&w[..nb], &w[..nb + 1]], p, x)).is_err()
-            );
         }
     }
 }
@@ -4143,8 +3944,9 @@ mod q4_0_as_q8 {
     use super::*;
     use half::f16;
 
-    /// Every SIMD kernel's Q4_0 dot is its own Q8_0 dot of the
-    /// block's levels, bit for bit (same lanes, same f32 part).
+    /// Every SIMD kernel's Q4_0 dot is a Q8_0 dot of the block's levels,
+    /// bit for bit (same lanes, same f32 part): its own, or for AVX-512
+    /// VNNI, whose Q4_0 rounds as AVX2's does, AVX2's.
     #[cfg_attr(
         miri,
         ignore = "thousands of cases: too slow for Miri, which runs the scalar kernels the quant tests cover"
@@ -4188,7 +3990,11 @@ mod q4_0_as_q8 {
                     })
                     .collect();
                 let a = k.dot_q4_0(&w, &x);
-                let b = k.dot_q8(&w8, &x);
+                let q8 = match kernel {
+                    Kernel::Avx512Vnni => Kernel::Avx2.dispatch().expect("AVX-512 implies AVX2"),
+                    _ => k,
+                };
+                let b = q8.dot_q8(&w8, &x);
                 assert_eq!(a.to_bits(), b.to_bits(), "{kernel:?} nb {nb}: {a} vs {b}");
             }
         }

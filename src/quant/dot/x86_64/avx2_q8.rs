@@ -186,7 +186,7 @@ fn row_loop<B, const SHIFT: i32>(
 /// round alike.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn add_terms8(acc: __m128, d_w: __m256, d_x: __m256, isum: __m256i) -> __m128 {
+pub(super) fn add_terms8(acc: __m128, d_w: __m256, d_x: __m256, isum: __m256i) -> __m128 {
     let t = _mm256_mul_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(isum));
     let acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
     _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t))
@@ -264,8 +264,8 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
             let lo = _mm256_and_si256(q, low4);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low4);
             let s = _mm256_add_epi16(
-                _mm256_maddubs_epi16(lo, bytemuck::cast(gc.qs[2 * p])),
-                _mm256_maddubs_epi16(hi, bytemuck::cast(gc.qs[2 * p + 1])),
+                _mm256_maddubs_epi16(lo, bytemuck::cast(gc.qs[NibbleGroup::chunk(p, 0)])),
+                _mm256_maddubs_epi16(hi, bytemuck::cast(gc.qs[NibbleGroup::chunk(p, 1)])),
             );
             _mm256_madd_epi16(s, _mm256_set1_epi16(1))
         });
@@ -274,12 +274,27 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
         let d_x: __m256 = bytemuck::cast(gc.d);
         acc = add_terms8(acc, scales8_packed(wc.each_ref().map(|b| b.d)), d_x, isum);
     }
+    q4_0_groups_end(acc, w_rest, x_rest, 8 * w8.len())
+}
+
+/// The end of [`dot_q4_0_groups`] (and of AVX-512's form of it): the
+/// blocks after the row's last whole group (`w_rest`, `x_rest`, the
+/// first of them block `base`) as `dot_q4_0` adds them, into the partial
+/// sums `acc`, and the row's sum.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_0_groups_end(
+    acc: __m128,
+    w_rest: &[BlockQ4_0],
+    x_rest: &[ActBlock],
+    base: usize,
+) -> f32 {
     let rest = |w: &BlockQ4_0, x: &ActBlock| q4_0_lanes(w, x);
     finish(row_rest::<_, Q4_0_SHIFT>(
         acc,
         w_rest,
         x_rest,
-        8 * w8.len(),
+        base,
         rest,
         |b| b.d,
         |_| {},
@@ -320,7 +335,7 @@ fn scales8(d: [[u8; 2]; 8]) -> __m256 {
 /// 15.5-16.7), so that loop keeps `scales8`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scales8_packed(d: [[u8; 2]; 8]) -> __m256 {
+pub(super) fn scales8_packed(d: [[u8; 2]; 8]) -> __m256 {
     let w = d.map(|s| u64::from(u16::from_le_bytes(s)));
     let lo = w[0] | w[1] << 16 | w[2] << 32 | w[3] << 48;
     let hi = w[4] | w[5] << 16 | w[6] << 32 | w[7] << 48;

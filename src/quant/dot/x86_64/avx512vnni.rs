@@ -37,7 +37,7 @@ use core::arch::x86_64::*;
 
 use half::f16;
 
-use crate::quant::activation::{ActBlock, PairBlock};
+use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
 use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
@@ -671,16 +671,6 @@ fn weighted_pass<const Q: usize, const N: usize>(
     }
 }
 
-/// Q4_0 lanes (`q4_0_kernels!`): one `vpdpbusd` of the unsigned levels by
-/// the activations onto the activation's `-8 * sum`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-fn q4_lanes(q: __m256i, x: &ActBlock) -> __m256i {
-    _mm256_dpbusd_epi32(q4_0_bias(x), q, bytemuck::cast(x.qs))
-}
-
-q4_0_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
-
 /// `dot_q8_x4` (hence `dot_q8` of each row), bit for bit, with 512-bit
 /// registers: `pairs[i]` holds row `i`'s blocks two by two ([`PairBlock`]),
 /// `x[i]` the row itself (for an odd last block).
@@ -817,133 +807,159 @@ pub(crate) fn dot_q8_2x4_pairs(
     out
 }
 
-/// `dot_q4_0(w, x)`, bit for bit, two blocks per 512-bit step: a decode
-/// row meets the activation's block pairs ([`PairBlock`], built once per
-/// activation) as [`dot_q4_0_2x4_pairs`] meets a batch's, the low half of
-/// the register doing what `dot_q4_0`'s even-block accumulator does and
-/// the high half the odd-block one, lane for lane, so the halves added
-/// and summed give its bits; an odd last block goes to the even half, as
-/// there. Half the unpacking, scaling and accumulating instructions per
-/// block: the single-row kernel is what bounds a Q4_0 decode.
+/// AVX2's Q4_0 decode row over the activation's groups of eight
+/// ([`avx2_q8::dot_q4_0_groups`](super::avx2_q8::dot_q4_0_groups)), bit
+/// for bit (a NaN from NaN or infinite scales may carry another sign or
+/// payload), with one `vpdpbusd` per two blocks: the same exact block
+/// sums and the same float operations ([`add_terms8`](super::avx2_q8::add_terms8)),
+/// so a Q4_0 row gives AVX2's bits here too, and the prefill's GEMM
+/// (`avx2_q8::gemm_q4_0_1x8`) gives decode's.
+///
+/// Per half `h` of a group, one `vpermt2w` gathers the nibbles of blocks
+/// `2h`, `2h + 4`, `2h + 1`, `2h + 5` from two 64-byte windows of the
+/// group's 144 bytes, in the order of the [`NibbleGroup`]'s 64 bytes of
+/// their values `0..16` and of `16..32`; their low and high nibbles meet
+/// those in two `vpdpbusd` into the same lanes, four per block. Two
+/// `vpermt2d`, a shift and a `vpmovqd` reduce the two registers to the
+/// eight block sums in block order, and one more `vpermt2w` gathers the
+/// eight weight scales. Where the 512-bit paired kernel this replaces
+/// spent a conversion, a scale widening, a multiply and an FMA on every
+/// two blocks, this spends them once per eight.
 ///
 /// # Panics
 ///
-/// If `x.len() != w.len()` or `pairs.len() != w.len() / 2`.
+/// If `w.len() != x.len()` or `g.len() != x.len() / 8`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(crate) fn dot_q4_0_pairs(w: &[BlockQ4_0], pairs: &[PairBlock], x: &[ActBlock]) -> f32 {
-    let nb = w.len();
-    assert_eq!(nb, x.len(), "dot_q4_0: block counts differ");
-    assert_eq!(nb / 2, pairs.len(), "dot_q4_0: pair counts differ");
-    let (w2, w_rest) = w.as_chunks::<2>();
-    let bytes: &[u8] = bytemuck::cast_slice(w);
-    // Words of a 64-byte window from a pair's first byte: block `a`'s
-    // nibbles are words 1..9 and its scale word 0, block `b`'s words 10..18
-    // and 9 (18-byte blocks keep every field on a word boundary).
-    let pick_qs = _mm512_set_epi16(
-        17, 16, 15, 14, 13, 12, 11, 10, 17, 16, 15, 14, 13, 12, 11, 10, //
-        8, 7, 6, 5, 4, 3, 2, 1, 8, 7, 6, 5, 4, 3, 2, 1,
+pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]) -> f32 {
+    assert_eq!(w.len(), x.len(), "dot: block counts differ");
+    assert_eq!(
+        g.len(),
+        x.len() / 8,
+        "dot_q4_0_groups: the groups do not match the blocks"
     );
-    let pick_d = _mm512_set_epi16(
+    let (w8, w_rest) = w.as_chunks::<8>();
+    let x_rest = &x[8 * w8.len()..];
+    // Words of window `a` (from byte 36h of the group: blocks 2h and
+    // 2h + 1, their nibbles words 1..9 and 10..18) and window `b` (from
+    // byte 36h + 44: blocks 2h + 4 and 2h + 5, words 15..23 and 24..32,
+    // indices 47..55 and 56..64). Every window lies inside the group.
+    let gather = _mm512_set_epi16(
+        63, 62, 61, 60, 59, 58, 57, 56, 17, 16, 15, 14, 13, 12, 11, 10, //
+        54, 53, 52, 51, 50, 49, 48, 47, 8, 7, 6, 5, 4, 3, 2, 1,
+    );
+    // The eight f16 scales, from bytes 0..64 (words 0, 9, 18, 27) and
+    // 64..128 (words 4, 13, 22, 31).
+    let scales = _mm512_set_epi16(
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, //
-        9, 9, 9, 9, 9, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 63, 54, 45, 36, 27, 18, 9, 0,
     );
-    let shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     let low4 = _mm512_set1_epi8(0x0f);
-    let mut acc = _mm512_setzero_ps();
-    for (k, ([a, b], p)) in w2.iter().zip(pairs).enumerate() {
-        let (q, dw) = match bytes.get(36 * k..36 * k + 64) {
-            // Both blocks from one load: each block's nibbles twice (one
-            // qword pair, then again), the second copy shifted down by 4,
-            // are its levels in `q4_0_prep`'s order; its scale in eight
-            // words.
-            Some(window) => {
-                let raw: __m512i = bytemuck::pod_read_unaligned(window);
-                let spread = _mm512_permutexvar_epi16(pick_qs, raw);
-                let q = _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), low4);
-                let d = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_d, raw));
-                (q, _mm512_cvtph_ps(d))
-            }
-            // The row's last pair or two, whose window would pass its end.
-            None => (
-                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b)),
-                _mm512_cvtph_ps(_mm256_set_m128i(
-                    _mm_set1_epi16(i16::from_le_bytes(b.d)),
-                    _mm_set1_epi16(i16::from_le_bytes(a.d)),
-                )),
-            ),
-        };
-        let bias = _mm512_srai_epi32::<4>(bytemuck::cast(p.neg_bias));
-        let lanes = _mm512_dpbusd_epi32(bias, q, bytemuck::cast(p.qs));
-        let d = _mm512_mul_ps(dw, bytemuck::cast(p.d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc);
+    // Register `h` holds blocks 2h, 2h + 4, 2h + 1, 2h + 5, four lanes
+    // each; `even[2i + j]` and `odd[2i + j]` pick lanes `2j` and `2j + 1`
+    // of block `i`'s four (register 1's lanes are 16..32).
+    let even = _mm512_set_epi32(30, 28, 22, 20, 14, 12, 6, 4, 26, 24, 18, 16, 10, 8, 2, 0);
+    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    let mut acc = _mm_setzero_ps();
+    for (wc, gc) in w8.iter().zip(g) {
+        let bytes: &[u8; 144] = bytemuck::cast_ref(wc);
+        let (xs, _) = gc.qs.as_chunks::<2>();
+        let window = |at: usize| -> __m512i { bytemuck::pod_read_unaligned(&bytes[at..at + 64]) };
+        let first = window(0);
+        let lanes: [__m512i; 2] = core::array::from_fn(|h| {
+            let a = if h == 0 { first } else { window(36) };
+            let q = _mm512_permutex2var_epi16(a, gather, window(36 * h + 44));
+            let lo = _mm512_and_si512(q, low4);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), low4);
+            let s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bytemuck::cast(xs[2 * h]));
+            _mm512_dpbusd_epi32(s, hi, bytemuck::cast(xs[2 * h + 1]))
+        });
+        let u = _mm512_add_epi32(
+            _mm512_permutex2var_epi32(lanes[0], even, lanes[1]),
+            _mm512_permutex2var_epi32(lanes[0], odd, lanes[1]),
+        );
+        let sums = _mm512_cvtepi64_epi32(_mm512_add_epi32(u, _mm512_srli_epi64::<32>(u)));
+        let isum = _mm256_add_epi32(sums, bytemuck::cast(gc.off));
+        let d8 = _mm512_permutex2var_epi16(first, scales, window(64));
+        let d_w = _mm256_cvtph_ps(_mm512_castsi512_si128(d8));
+        acc = super::avx2_q8::add_terms8(acc, d_w, bytemuck::cast(gc.d), isum);
     }
-    let (mut even, odd) = halves(acc);
-    if let [wl] = w_rest {
-        even = q4_0_fma(even, q4_0_prep(wl), q4_0_scale8(wl), &x[nb - 1]);
-    }
-    super::avx2::hsum(_mm256_add_ps(even, odd))
+    super::avx2_q8::q4_0_groups_end(acc, w_rest, x_rest, 8 * w8.len())
 }
 
-/// `[dot_q4_0_x4(w[0], x), dot_q4_0_x4(w[1], x)]`, bit for bit, with
-/// 512-bit registers, as [`dot_q8_2x4_pairs`] does for Q8_0: a register
-/// holds two weight blocks' levels (`q4_0_prep` of each, side by side) and
-/// their scales, and meets an activation pair ([`PairBlock`]) with one
-/// `vpdpbusd` onto the pair's `-8 * sum` lanes. The low half does what
-/// `dot_q4_0`'s even-block accumulator does and the high half what the
-/// odd-block one does, lane for lane, so the halves added and summed give
-/// its bits; an odd last block goes to the even half, as there.
+/// Two Q4_0 weight rows, as their levels `0..=15`, against a batch's
+/// eight interleaved activation rows: AVX2's
+/// [`gemm_q4_0_1x8`](super::avx2_q8::gemm_q4_0_1x8) of each, bit for bit
+/// (NaN payloads aside), hence `dot_q4_0` of each weight row with each
+/// activation row. A step of eight weights is one `vpdpbusd` of their
+/// levels, broadcast, by the eight rows' values, onto lanes that start
+/// from the group's offsets (`-8` times each half-step's sum, from
+/// `neg_bias`); two lanes hold a row's exact block sum, which one shift
+/// and add and a `vpmovqd` put in row order, and the block's terms are
+/// AVX2's: `(d_w * d_x) * isum`, added to partial sum `b % 4`. The two
+/// weight rows share the activation's loads, offsets and scales.
 ///
 /// # Panics
 ///
-/// If the two weight rows differ in length, or any `x[i].len()` differs
-/// from it, or any `pairs[i].len()` from half of it.
+/// If a weight row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(crate) fn dot_q4_0_2x4_pairs(
-    w: [&[BlockQ4_0]; 2],
-    pairs: [&[PairBlock]; 4],
-    x: [&[ActBlock]; 4],
-) -> [[f32; 4]; 2] {
-    let nb = w[0].len();
-    assert_eq!(nb, w[1].len(), "dot_q4_0: weight rows differ in length");
-    for (xi, pi) in x.iter().zip(&pairs) {
-        assert_eq!(nb, xi.len(), "dot_q4_0: block counts differ");
-        assert_eq!(nb / 2, pi.len(), "dot_q4_0: pair counts differ");
+pub(crate) fn gemm_q4_0_2x8(w: [&[B32Levels]; 2], x: &[Q8Group]) -> [[f32; GROUP_ROWS]; 2] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "GEMM: block counts differ");
     }
-    let mut acc = [[_mm512_setzero_ps(); 4]; 2];
-    let (wa2, wa_rest) = w[0].as_chunks::<2>();
-    let (wb2, wb_rest) = w[1].as_chunks::<2>();
-    let side = |[a, b]: &[BlockQ4_0; 2]| {
-        let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4_0_prep(a)), q4_0_prep(b));
-        let halves = _mm256_set_m128i(
-            _mm_set1_epi16(i16::from_le_bytes(b.d)),
-            _mm_set1_epi16(i16::from_le_bytes(a.d)),
-        );
-        (q, _mm512_cvtph_ps(halves))
-    };
-    for (k, (pa, pb)) in wa2.iter().zip(wb2).enumerate() {
-        let ws = [side(pa), side(pb)];
-        for i in 0..4 {
-            let p = &pairs[i][k];
-            let bias = _mm512_srai_epi32::<4>(bytemuck::cast(p.neg_bias));
-            let qx: __m512i = bytemuck::cast(p.qs);
-            let dx: __m512 = bytemuck::cast(p.d);
-            for (r, &(q, dw)) in ws.iter().enumerate() {
-                let lanes = _mm512_dpbusd_epi32(bias, q, qx);
-                let d = _mm512_mul_ps(dw, dx);
-                acc[r][i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][i]);
-            }
+    // acc[r][b % 4]: four blocks a step, so that the partial sums stay in
+    // registers (indexed by `b % 4` they lived on the stack, and each
+    // block's adds waited on a store).
+    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+    let (x4, x_rest) = x.as_chunks::<4>();
+    for (k, gc) in x4.iter().enumerate() {
+        for (i, g) in gc.iter().enumerate() {
+            let t = q4_0_2x8_terms(w, 4 * k + i, g);
+            acc[0][i] = _mm256_add_ps(acc[0][i], t[0]);
+            acc[1][i] = _mm256_add_ps(acc[1][i], t[1]);
         }
     }
-    let rests = [wa_rest, wb_rest];
-    let mut out = [[0.0f32; 4]; 2];
-    for (r, row) in out.iter_mut().enumerate() {
-        for (i, o) in row.iter_mut().enumerate() {
-            let (mut even, odd) = halves(acc[r][i]);
-            if let [wl] = rests[r] {
-                even = q4_0_fma(even, q4_0_prep(wl), q4_0_scale8(wl), &x[i][nb - 1]);
-            }
-            *o = super::avx2::hsum(_mm256_add_ps(even, odd));
+    for (i, g) in x_rest.iter().enumerate() {
+        let t = q4_0_2x8_terms(w, 4 * x4.len() + i, g);
+        acc[0][i] = _mm256_add_ps(acc[0][i], t[0]);
+        acc[1][i] = _mm256_add_ps(acc[1][i], t[1]);
+    }
+    let mut out = [[0.0f32; GROUP_ROWS]; 2];
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = bytemuck::cast(_mm256_add_ps(
+            _mm256_add_ps(a[0], a[1]),
+            _mm256_add_ps(a[2], a[3]),
+        ));
+    }
+    out
+}
+
+/// The terms of block `b` of [`gemm_q4_0_2x8`]'s two weight rows.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q4_0_2x8_terms(w: [&[B32Levels]; 2], b: usize, g: &Q8Group) -> [__m256; 2] {
+    let nb: [__m512i; 4] = bytemuck::cast(g.neg_bias);
+    // `-128 * sum` over the four steps, then exactly `-8 * sum`.
+    let bias = _mm512_add_epi32(
+        _mm512_add_epi32(nb[0], nb[1]),
+        _mm512_add_epi32(nb[2], nb[3]),
+    );
+    let bias = _mm512_srai_epi32::<4>(bias);
+    let xs: [__m512i; 4] = bytemuck::cast(g.qs);
+    // `g.d` holds each row's scale twice: the even lanes, in row order.
+    let d_x = _mm256_castsi256_ps(_mm512_cvtepi64_epi32(bytemuck::cast(g.d)));
+    let mut out = [_mm256_setzero_ps(); 2];
+    for (o, wr) in out.iter_mut().zip(w) {
+        let wb = &wr[b];
+        let (l8, _) = wb.q.as_chunks::<8>();
+        let mut lanes = bias;
+        for (s, xv) in xs.iter().enumerate() {
+            let wl = _mm512_set1_epi64(i64::from_le_bytes(l8[s]));
+            lanes = _mm512_dpbusd_epi32(lanes, wl, *xv);
         }
+        // Lanes 2a and 2a + 1 hold row a's halves: their sum, in row order.
+        let rows = _mm512_cvtepi64_epi32(_mm512_add_epi32(lanes, _mm512_srli_epi64::<32>(lanes)));
+        let d = _mm256_mul_ps(_mm256_set1_ps(wb.d), d_x);
+        *o = _mm256_mul_ps(d, _mm256_cvtepi32_ps(rows));
     }
     out
 }
