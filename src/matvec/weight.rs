@@ -20,7 +20,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow, RowPrefetch};
-use crate::quant::kgroup::{B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS, Q8_0_SHIFT};
+use crate::quant::kgroup::{B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
     QuantizedVector, PACK_ROWS,
@@ -498,7 +498,7 @@ pub(crate) fn gemm_group_rows(
             segs,
             |j, out| k.unpack_row(m.row(r0 + j), out, B32Levels::q8_0),
             |j, n| prefetch_rows_after(m.row(r0 + j), n),
-            |w2, x| k.gemm_b32_2x8::<Q8_0_SHIFT>(w2, x),
+            |w2, x| k.gemm_b32_2x8(w2, x),
             B32_TILE_SETS,
         ),
         Weight::Q4_0(m) => gemm_rows(

@@ -485,14 +485,15 @@ fn b32_sums(
 /// the activation's `neg_bias` (`-128 * sum`) that removes it: 0 for
 /// Q8_0's flipped bytes (offset 128), 4 for Q4_0's levels (offset 8).
 pub(crate) const Q8_0_SHIFT: u32 = 0;
-/// See [`Q8_0_SHIFT`]. Only tests run the GEMM with it: its lane-wise
-/// rounding is AVX-VNNI's Q4_0 dot, while AVX-512 VNNI's Q4_0 prefill
-/// rounds as AVX2's (`gemm_q4_0_2x8`).
+/// See [`Q8_0_SHIFT`]. With it the reference states AVX-VNNI's lane-wise
+/// Q4_0 dot, which the tests check; AVX-512 VNNI's Q4_0 rounds as AVX2's
+/// (`gemm_q4_0_2x8`), so no GEMM kernel runs this form.
 #[cfg(test)]
 pub(crate) const Q4_0_SHIFT: u32 = 4;
 
-/// What the Q8_0/Q4_0 GEMM returns (`SHIFT` one of [`Q8_0_SHIFT`] and
-/// [`Q4_0_SHIFT`]): `out[r][a]` is the single-row x86 dot (`dot_q8` or
+/// What the VNNI kernels' lane-wise Q8_0 GEMM returns (`SHIFT`
+/// [`Q8_0_SHIFT`]; `Q4_0_SHIFT` gives AVX-VNNI's Q4_0 dots):
+/// `out[r][a]` is the single-row dot (`dot_q8`, or AVX-VNNI's
 /// `dot_q4_0`) of weight row `w[r]` with activation row `a` of `x`, bit
 /// for bit: eight exact `i32` lanes per block (lane `m` the products of
 /// columns `4m..4m + 4`, offset removed), `(d_w * d_x) * f32(lane)` fused

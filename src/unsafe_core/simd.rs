@@ -537,7 +537,7 @@ mod x86 {
         }
 
         #[inline]
-        pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
+        pub(crate) fn gemm_b32_2x8(
             self,
             w: [&[B32Levels]; 2],
             x: &[Q8Group],
@@ -545,7 +545,7 @@ mod x86 {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature this kernel enables (avx512bw included).
             // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
-            unsafe { avx512vnni::gemm_b32_2x8::<SHIFT>(w, x) }
+            unsafe { avx512vnni::gemm_b32_2x8(w, x) }
         }
 
         #[inline]

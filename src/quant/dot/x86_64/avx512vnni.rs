@@ -1106,14 +1106,15 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
     out
 }
 
-/// `gemm_b32_reference::<SHIFT>(w, x)` (`quant::kgroup`), bit for bit (NaN
-/// payloads aside): two Q8_0 or Q4_0 weight rows, unpacked to unsigned
-/// bytes, against the eight activation rows of `x`.
+/// `gemm_b32_reference::<Q8_0_SHIFT>(w, x)` (`quant::kgroup`), bit for bit
+/// (NaN payloads aside): two Q8_0 weight rows, unpacked to unsigned bytes
+/// (their values plus 128), against the eight activation rows of `x`.
+/// (Q4_0 rounds otherwise on this kernel: [`gemm_q4_0_2x8`].)
 ///
 /// Step `s` of a block (columns `8s..8s + 8`) is one 512-bit `vpdpbusd`
 /// per weight row: the row's eight bytes broadcast to every 64-bit slot,
 /// times the eight activation rows' values, onto the activation's offset
-/// (`neg_bias >> SHIFT`), so its `i32` lanes `2a`, `2a + 1` are row `a`'s
+/// (`neg_bias`, `-128` times each half-step's sum), so its `i32` lanes `2a`, `2a + 1` are row `a`'s
 /// lanes `2s`, `2s + 1` of the single-row kernel, exactly. Each lane's
 /// `(d_w * d_x)` FMA goes into the register of its step and the block's
 /// parity, which is the single-row kernel's accumulator lane for lane;
@@ -1123,10 +1124,7 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
 ///
 /// If a row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
-    w: [&[B32Levels]; 2],
-    x: &[Q8Group],
-) -> [[f32; GROUP_ROWS]; 2] {
+pub(crate) fn gemm_b32_2x8(w: [&[B32Levels]; 2], x: &[Q8Group]) -> [[f32; GROUP_ROWS]; 2] {
     for wr in w {
         assert_eq!(wr.len(), x.len(), "GEMM: block counts differ");
     }
@@ -1135,12 +1133,12 @@ pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
     let (pairs, rest) = x.as_chunks::<2>();
     for (k, gs) in pairs.iter().enumerate() {
         for (p, g) in gs.iter().enumerate() {
-            b32_block::<SHIFT>(&mut acc[p], [&w[0][2 * k + p], &w[1][2 * k + p]], g);
+            b32_block(&mut acc[p], [&w[0][2 * k + p], &w[1][2 * k + p]], g);
         }
     }
     if let [g] = rest {
         let b = x.len() - 1;
-        b32_block::<SHIFT>(&mut acc[0], [&w[0][b], &w[1][b]], g);
+        b32_block(&mut acc[0], [&w[0][b], &w[1][b]], g);
     }
     let mut out = [[0.0; GROUP_ROWS]; 2];
     for r in 0..2 {
@@ -1160,15 +1158,10 @@ pub(crate) fn gemm_b32_2x8<const SHIFT: u32>(
 /// One block of [`gemm_b32_2x8`] for two weight rows into `acc[r][s]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn b32_block<const SHIFT: u32>(acc: &mut [[__m512; 4]; 2], w: [&B32Levels; 2], g: &Q8Group) {
+fn b32_block(acc: &mut [[__m512; 4]; 2], w: [&B32Levels; 2], g: &Q8Group) {
     let dx: __m512 = bytemuck::cast(g.d);
-    let shift = _mm_cvtsi32_si128(SHIFT as i32);
-    let mut bias = [_mm512_setzero_si512(); 4];
-    let mut xs = [_mm512_setzero_si512(); 4];
-    for s in 0..4 {
-        bias[s] = _mm512_sra_epi32(bytemuck::cast(g.neg_bias[s]), shift);
-        xs[s] = bytemuck::cast(g.qs[s]);
-    }
+    let bias: [__m512i; 4] = bytemuck::cast(g.neg_bias);
+    let xs: [__m512i; 4] = bytemuck::cast(g.qs);
     for r in 0..2 {
         let d = _mm512_mul_ps(_mm512_set1_ps(w[r].d), dx);
         let (q8, _) = w[r].q.as_chunks::<8>();
