@@ -441,8 +441,8 @@ impl QuantizedVector {
     }
 
     /// The Q8_0 blocks in groups of eight, where the kernel that quantized
-    /// them reads them so (AVX2; the blocks after the last whole group are
-    /// only in [`act`](Self::act)).
+    /// them reads them so (AVX2, AVX-512 VNNI; the blocks after the last
+    /// whole group are only in [`act`](Self::act)).
     pub(crate) fn nibble_groups(&self) -> Option<&[NibbleGroup]> {
         Some(&self.groups[..]).filter(|_| self.grouped)
     }

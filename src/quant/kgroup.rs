@@ -14,9 +14,11 @@
 //! plain Rust; the AVX-512 kernels are `x86_64::avx512vnni::gemm_*`, and
 //! `x86_64::avx2::gemm_k4_4x8` and `gemm_q6_4x8` run the same steps on
 //! four rows per 256-bit register, for AVX2 and AVX-VNNI). The Q8_0 and
-//! Q4_0 GEMM reads [`Q8Group`]s the same way: `avx512vnni::gemm_b32_2x8`
-//! with [`B32Levels`], and on AVX2 `avx2_q8::gemm_b32s_1x8` with Q8_0's
-//! [`B32Signed`], `avx2_q8::gemm_q4_0_1x8` with Q4_0's [`B32Levels`].
+//! Q4_0 GEMMs read [`Q8Group`]s the same way: with AVX-512 VNNI
+//! `avx512vnni::gemm_b32_2x8` (Q8_0) and `avx512vnni::gemm_q4_0_2x8`
+//! (Q4_0), both with [`B32Levels`], and on AVX2 `avx2_q8::gemm_b32s_1x8`
+//! with Q8_0's [`B32Signed`], `avx2_q8::gemm_q4_0_1x8` with Q4_0's
+//! [`B32Levels`].
 
 use bytemuck::{Pod, Zeroable};
 

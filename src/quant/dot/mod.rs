@@ -933,9 +933,10 @@ impl Dispatch {
         }
     }
 
-    /// The Q4_0 x Q8_0 dot: the x86 kernels' lanes and f32 sums are those
-    /// of the Q8_0 kernels (all three give the same bits); the scalar
-    /// kernel is `q4_0::dot_q4_0_act_blocks`.
+    /// The Q4_0 x Q8_0 dot: each x86 kernel's lanes and f32 sums are those
+    /// of a Q8_0 kernel's (AVX2's and AVX-512 VNNI's, which share AVX2's
+    /// rounding and bits; AVX-VNNI's, lane-wise); the scalar kernel is
+    /// `q4_0::dot_q4_0_act_blocks`.
     ///
     /// # Panics
     ///
@@ -2997,9 +2998,10 @@ mod tests {
                 }
             });
         }
-        // AVX2's Q4_0 GEMM is exact for any activation byte, -128 included
-        // (which no quantizer writes), and any nibbles: the extremes, every
-        // kernel, against the reference's plain integers.
+        // The Q4_0 GEMMs (AVX2's one-row, AVX-512 VNNI's two-row) are exact
+        // for any activation byte, -128 included (which no quantizer
+        // writes), and any nibbles: the extremes, every kernel, against the
+        // reference's plain integers.
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
             for (nibbles, x) in [
@@ -3030,6 +3032,7 @@ mod tests {
                         .map(|b| Q8Group::new(core::array::from_fn(|a| &rows[a][..]), b))
                         .collect();
                     let got = k.gemm_q4_0_1x8(&w, &groups);
+                    let two = k.gemm_q4_0_2x8([&w, &w], &groups);
                     let want = gemm_q4_0_reference(&w, &groups);
                     for a in 0..8 {
                         assert_eq!(
@@ -3037,6 +3040,13 @@ mod tests {
                             want[a].to_bits(),
                             "{kernel:?} nibbles {nibbles:#x} x {x} nb {nb} row {a}"
                         );
+                        for (r, t) in two.iter().enumerate() {
+                            assert_eq!(
+                                t[a].to_bits(),
+                                want[a].to_bits(),
+                                "{kernel:?} 2x8 row {r} nibbles {nibbles:#x} x {x} nb {nb} act {a}"
+                            );
+                        }
                     }
                 }
             }

@@ -23,10 +23,12 @@
 //! (`quant::kgroup`): each 64-bit slot of a register holds one batch row's
 //! eight columns, the weight's eight bytes are broadcast to all of them,
 //! and one `vpdpbusd` (Q8_0, Q4_0, Q4_K, Q5_K) or `vpmaddubsw` (Q6_K)
-//! serves eight rows. [`gemm_b32_2x8`], [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each
-//! row's integers and float operations those of its single-row kernel, so
-//! they return its bits; the rows left over (fewer than eight) take the
-//! pair and four-row kernels.
+//! serves eight rows. [`gemm_b32_2x8`] (Q8_0), [`gemm_q4_0_2x8`],
+//! [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each row's integers and float
+//! operations those of its single-row kernel, so they return its bits;
+//! the rows left over (fewer than eight) take the pair and four-row
+//! kernels (for Q4_0, AVX2's four-row and single-row dots, whose rounding
+//! this kernel's Q4_0 shares).
 //!
 //! Decode has one activation row, so for Q4_K and Q5_K the eight slots
 //! hold eight weight rows instead ([`dot_q4_k_rows8`]): a block's scale

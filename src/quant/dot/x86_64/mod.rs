@@ -884,11 +884,11 @@ macro_rules! k_kernels {
 /// `-8 * (x[4m] + .. + x[4m + 3])` (its stored `-128 * sum` shifted right
 /// by 4, exact), for any activation byte. The f32 part is the Q8_0
 /// kernels': `(d_w * d_x) * f32(lanes)` fused into two accumulators that
-/// alternate between even and odd blocks, one fixed horizontal sum; so the
-/// two VNNI kernels return the same bits, and the four-row form, which
-/// runs the same operations per row with each weight block unpacked once,
-/// returns the single-row bits. (AVX2's Q4_0 kernels, in `avx2_q8`, sum
-/// each block exactly first and round otherwise.)
+/// alternate between even and odd blocks, one fixed horizontal sum; the
+/// four-row form, which runs the same operations per row with each weight
+/// block unpacked once, returns the single-row bits. AVX-VNNI runs these;
+/// AVX2's Q4_0 kernels (`avx2_q8`) and AVX-512 VNNI's, which share their
+/// bits, sum each block exactly first and round otherwise.
 macro_rules! q4_0_kernels {
     ($features:literal) => {
         /// The 32 levels `0..=15` of a Q4_0 block, in weight order: the
