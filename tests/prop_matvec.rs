@@ -289,9 +289,11 @@ fn float_weights_agree_on_every_backend() {
 /// Every quantized weight type on every backend: each batch row of a
 /// prefill product is that row's decode product, bit for bit (NaN payloads
 /// aside), for batches of 0 to 20, 24 and 33 rows (the interleaved GEMM
-/// takes eight at a time, the rest the pair and four-row kernels) and 1 to
-/// 39 weight rows (the GEMM takes two or four at a time), weight blocks of
-/// any bytes with scales of any size and, now and then, infinite.
+/// takes eight at a time, the rest the pair and four-row kernels; AVX-512's
+/// Q4_0 GEMM eight, four, two and one) and 1 to 39 weight rows (the GEMM
+/// takes two or four at a time, AVX-512's Q4_0 GEMM sixteen, the last
+/// tile short), weight blocks of any bytes with scales of any size and,
+/// now and then, infinite.
 #[test]
 fn quantized_prefill_rows_equal_decode_rows() {
     use inferno_cpu::backend::{AnyBackend, Backend};

@@ -20,7 +20,9 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow, RowPrefetch};
-use crate::quant::kgroup::{B32Levels, B32Signed, K4Levels, Q6Levels, GROUP_ROWS};
+use crate::quant::kgroup::{
+    B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, GROUP_ROWS, ROWS16,
+};
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
     QuantizedVector, PACK_ROWS,
@@ -439,6 +441,11 @@ pub(crate) fn gemm_group_rows(
     segs: &mut [&mut [f32]],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
+    if let Weight::Q4_0(m) = w {
+        if k.matmul_uses_q4_0_rows16() {
+            return gemm_q4_0_rows16(k, m, xs, r0, segs);
+        }
+    }
     let vector = match w {
         Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => k.matmul_uses_k_groups(),
         // `matmul_rows_any` unpacks a packed matrix's rows before this.
@@ -501,17 +508,89 @@ pub(crate) fn gemm_group_rows(
             |w2, x| k.gemm_b32_2x8(w2, x),
             B32_TILE_SETS,
         ),
-        Weight::Q4_0(m) => gemm_rows(
-            &groups(),
-            segs,
-            |j, out| k.unpack_row(m.row(r0 + j), out, B32Levels::q4_0),
-            |j, n| prefetch_rows_after(m.row(r0 + j), n),
-            |w2, x| k.gemm_q4_0_2x8(w2, x),
-            B32_TILE_SETS,
-        ),
-        Weight::Q4KPacked(_) | Weight::Q5KPacked(_) | Weight::F16(_) | Weight::Bf16(_) => 0,
+        // AVX-512 VNNI, the one other kernel with the groups, took its
+        // sixteen-row Q4_0 GEMM above.
+        Weight::Q4_0(_)
+        | Weight::Q4KPacked(_)
+        | Weight::Q5KPacked(_)
+        | Weight::F16(_)
+        | Weight::Bf16(_) => 0,
     };
     done * GROUP_ROWS
+}
+
+/// Computes Q4_0 weight rows `r0..r0 + len` against every batch row with
+/// AVX-512's sixteen-row GEMM ([`Dispatch::gemm_q4_0_rows16`]), each value
+/// the decode product's bits; returns the batch rows done (all of them, or
+/// none for a matrix without columns).
+///
+/// The batch is copied once into [`Q4_0Act`]s (40 bytes a block, so a
+/// 128-row batch of 3072-wide rows stays in L2), then each tile of sixteen
+/// weight rows is interleaved ([`Q4_0Rows16`], read a row at a time, which
+/// the hardware prefetchers follow) and meets every batch row, eight at a
+/// time.
+fn gemm_q4_0_rows16(
+    k: Dispatch,
+    m: &BlockMatrix<'_, BlockQ4_0>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+) -> usize {
+    let len = segs.first().map_or(0, |s| s.len());
+    let nb = m.cols() / crate::quant::QK4_0;
+    if len == 0 || nb == 0 {
+        return 0;
+    }
+    let acts: Vec<Q4_0Act> = (0..segs.len())
+        .flat_map(|t| xs.act_row(t).iter().map(Q4_0Act::new))
+        .collect();
+    let mut tile: Vec<Q4_0Rows16> = vec![bytemuck::Zeroable::zeroed(); nb];
+    for j0 in (0..len).step_by(ROWS16) {
+        let rows = ROWS16.min(len - j0);
+        for (r, j) in (j0..j0 + rows).enumerate() {
+            for (t, b) in tile.iter_mut().zip(m.row(r0 + j)) {
+                t.set_row(r, b);
+            }
+        }
+        if rows < ROWS16 {
+            for t in &mut tile {
+                for r in rows..ROWS16 {
+                    t.set_row(r, &bytemuck::Zeroable::zeroed());
+                }
+            }
+        }
+        let mut i = 0;
+        while i < segs.len() {
+            i += match segs.len() - i {
+                8.. => rows16_step::<8>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
+                4.. => rows16_step::<4>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
+                2.. => rows16_step::<2>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
+                _ => rows16_step::<1>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
+            };
+        }
+    }
+    segs.len()
+}
+
+/// One call of the sixteen-row Q4_0 GEMM: batch rows `i..i + T` against
+/// `tile`, written to weight rows `cols` of their segments; returns `T`.
+fn rows16_step<const T: usize>(
+    k: Dispatch,
+    tile: &[Q4_0Rows16],
+    acts: &[Q4_0Act],
+    nb: usize,
+    i: usize,
+    segs: &mut [&mut [f32]],
+    cols: Range<usize>,
+) -> usize {
+    let y = k.gemm_q4_0_rows16::<T>(
+        tile,
+        core::array::from_fn(|t| &acts[(i + t) * nb..(i + t + 1) * nb]),
+    );
+    for (seg, yt) in segs[i..i + T].iter_mut().zip(&y) {
+        seg[cols.clone()].copy_from_slice(&yt[..cols.len()]);
+    }
+    T
 }
 
 /// Weight-row sets (of two rows) the Q8_0 and Q4_0 GEMM unpacks before a

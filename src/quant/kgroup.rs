@@ -15,10 +15,12 @@
 //! `x86_64::avx2::gemm_k4_4x8` and `gemm_q6_4x8` run the same steps on
 //! four rows per 256-bit register, for AVX2 and AVX-VNNI). The Q8_0 and
 //! Q4_0 GEMMs read [`Q8Group`]s the same way: with AVX-512 VNNI
-//! `avx512vnni::gemm_b32_2x8` (Q8_0) and `avx512vnni::gemm_q4_0_2x8`
-//! (Q4_0), both with [`B32Levels`], and on AVX2 `avx2_q8::gemm_b32s_1x8`
-//! with Q8_0's [`B32Signed`], `avx2_q8::gemm_q4_0_1x8` with Q4_0's
-//! [`B32Levels`].
+//! `avx512vnni::gemm_b32_2x8` (Q8_0, with [`B32Levels`]), and on AVX2
+//! `avx2_q8::gemm_b32s_1x8` with Q8_0's [`B32Signed`],
+//! `avx2_q8::gemm_q4_0_1x8` with Q4_0's [`B32Levels`]. AVX-512 VNNI's Q4_0
+//! GEMM turns the layout around: sixteen weight rows interleaved
+//! ([`Q4_0Rows16`]) against the activation rows as they are
+//! ([`Q4_0Act`]).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -347,6 +349,71 @@ impl B32Levels {
     }
 }
 
+/// Weight rows per [`Q4_0Rows16`]: one `i32` lane of a 512-bit register
+/// each.
+pub(crate) const ROWS16: usize = 16;
+
+/// Block `b` of sixteen Q4_0 weight rows, interleaved for the AVX-512
+/// Q4_0 GEMM (`avx512vnni::gemm_q4_0_rows16`): a register's sixteen `i32`
+/// lanes are sixteen weight rows, so one broadcast four bytes of an
+/// activation row meet four weights of every row in one `vpdpbusd`, and
+/// after a block's eight steps each lane holds its row's exact block sum
+/// with no reduction across lanes. Built from the file's blocks for each
+/// prefill product (a copy of the rows it reads, 20 bytes per 32 weights).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Q4_0Rows16 {
+    /// `qs[p][4r..4r + 4]` = row `r`'s nibble bytes `4p..4p + 4` (their low
+    /// nibbles weights `4p..4p + 4`, their high ones `16 + 4p..`).
+    pub(crate) qs: [[u8; 64]; 4],
+    /// Row `r`'s scale, widened (exactly) to f32.
+    pub(crate) d: [f32; ROWS16],
+}
+
+const _: () = assert!(core::mem::size_of::<Q4_0Rows16>() == 320);
+
+impl Q4_0Rows16 {
+    /// Writes weight block `block` as row `r`'s (`r < 16`).
+    #[inline]
+    pub(crate) fn set_row(&mut self, r: usize, block: &BlockQ4_0) {
+        let (chunks, _) = block.qs.as_chunks::<4>();
+        for (p, c) in chunks.iter().enumerate() {
+            self.qs[p][4 * r..4 * r + 4].copy_from_slice(c);
+        }
+        self.d[r] = block.scale_f32();
+    }
+}
+
+/// An activation block as [`Q4_0Rows16`]'s GEMM reads it: 40 bytes against
+/// an [`ActBlock`]'s 96, so that a 128-row batch of 3072-wide rows (480
+/// KiB) stays in a Zen 4 core's L2 while every weight tile meets it.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct Q4_0Act {
+    /// The 32 quantized values.
+    pub(crate) qs: [i8; 32],
+    /// The block's scale, widened.
+    pub(crate) d: f32,
+    /// `-8` times the sum of the values: what a Q4_0 block's levels
+    /// (`0..=15`, its values plus 8) need added to their products with
+    /// the values to give the products of the values exactly.
+    pub(crate) off: i32,
+}
+
+const _: () = assert!(core::mem::size_of::<Q4_0Act>() == 40);
+
+impl Q4_0Act {
+    #[inline]
+    pub(crate) fn new(x: &ActBlock) -> Self {
+        Self {
+            qs: x.qs,
+            d: x.d,
+            // The lanes hold `-128` times each four values' sum.
+            off: x.neg_bias.iter().sum::<i32>() / 16,
+        }
+    }
+}
+
 /// A Q8_0 weight block unpacked for the 256-bit GEMM
 /// (`x86_64::avx2_q8::gemm_b32s_1x8`): its 32 weights as signed bytes,
 /// their magnitudes, and its scale (and, in the tests, a Q4_0 block's
@@ -428,6 +495,41 @@ pub(crate) fn gemm_q4_0_reference(w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP
     gemm_b32s_reference(&signed, x)
 }
 
+/// Sixteen Q4_0 weight rows, interleaved ([`Q4_0Rows16`]), against
+/// activation rows `x` ([`Q4_0Act`]):
+/// `out[t][r]` is AVX2's `dot_q4_0` of row `r` with row `t`: per block the
+/// exact integer sum of `(level - 8) * x`, the term `(d_w * d_x) * isum`
+/// added to partial sum `b % 4` (from `+0.0`), the partial sums added as
+/// `(s0 + s1) + (s2 + s3)`. What the AVX-512 kernel
+/// (`x86_64::avx512vnni::gemm_q4_0_rows16`) returns, in plain Rust.
+///
+/// # Panics
+///
+/// If an activation row's block count differs from `w.len()`.
+pub(crate) fn gemm_q4_0_rows16_reference<const T: usize>(
+    w: &[Q4_0Rows16],
+    x: [&[Q4_0Act]; T],
+) -> [[f32; ROWS16]; T] {
+    core::array::from_fn(|t| {
+        assert_eq!(x[t].len(), w.len(), "GEMM: block counts differ");
+        core::array::from_fn(|r| {
+            let mut s = [0.0f32; 4];
+            for (b, (wb, xb)) in w.iter().zip(x[t]).enumerate() {
+                let isum = xb.off
+                    + (0..32)
+                        .map(|k| {
+                            let byte = wb.qs[k % 16 / 4][4 * r + k % 4];
+                            let level = if k < 16 { byte & 0x0f } else { byte >> 4 };
+                            i32::from(level) * i32::from(xb.qs[k])
+                        })
+                        .sum::<i32>();
+                s[b % 4] += wb.d[r] * xb.d * isum as f32;
+            }
+            (s[0] + s[1]) + (s[2] + s[3])
+        })
+    })
+}
+
 /// AVX2's `dot_q8` of one Q8_0 or Q4_0 weight row, in its [`B32Signed`]
 /// form, with each of the eight interleaved activation rows of `x`: per
 /// block the exact integer sum `isum`, then the term `(d_w * d_x) * isum`
@@ -489,7 +591,7 @@ fn b32_sums(
 pub(crate) const Q8_0_SHIFT: u32 = 0;
 /// See [`Q8_0_SHIFT`]. With it the reference states AVX-VNNI's lane-wise
 /// Q4_0 dot, which the tests check; AVX-512 VNNI's Q4_0 rounds as AVX2's
-/// (`gemm_q4_0_2x8`), so no GEMM kernel runs this form.
+/// (`gemm_q4_0_rows16`), so no GEMM kernel runs this form.
 #[cfg(test)]
 pub(crate) const Q4_0_SHIFT: u32 = 4;
 

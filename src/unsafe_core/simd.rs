@@ -31,7 +31,8 @@ mod x86 {
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
     use crate::quant::kgroup::{
-        B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+        B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+        ROWS16,
     };
     use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
     use crate::quant::q4_0::BlockQ4_0;
@@ -525,15 +526,15 @@ mod x86 {
         }
 
         #[inline]
-        pub(crate) fn gemm_q4_0_2x8(
+        pub(crate) fn gemm_q4_0_rows16<const T: usize>(
             self,
-            w: [&[B32Levels]; 2],
-            x: &[Q8Group],
-        ) -> [[f32; GROUP_ROWS]; 2] {
+            w: &[Q4_0Rows16],
+            x: [&[Q4_0Act]; T],
+        ) -> [[f32; ROWS16]; T] {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature this kernel enables (avx512bw included).
-            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
-            unsafe { avx512vnni::gemm_q4_0_2x8(w, x) }
+            // Checked by: src/quant/dot/mod.rs::q4_0_rows16_gemm_equals_the_reference_and_the_dots
+            unsafe { avx512vnni::gemm_q4_0_rows16(w, x) }
         }
 
         #[inline]

@@ -78,7 +78,8 @@ use thiserror::Error;
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::kgroup::{
-    self, B32Levels, B32Signed, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+    self, B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+    ROWS16,
 };
 use super::packed::{BlockQ4Kx8, BlockQ5Kx8, PackedBlock};
 use super::q4_0::{BlockQ4_0, QK4_0};
@@ -885,19 +886,31 @@ impl Dispatch {
         }
     }
 
-    /// [`gemm_q4_0_1x8`](Self::gemm_q4_0_1x8) of two weight rows, bit for
-    /// bit. AVX-512 VNNI's Q4_0 prefill runs it, in one pass over the
-    /// activation groups (its Q4_0 dots round as AVX2's do).
+    /// Whether Q4_0 prefill products run
+    /// [`gemm_q4_0_rows16`](Self::gemm_q4_0_rows16) (AVX-512 VNNI), over
+    /// the activation rows themselves, rather than the interleaved groups.
     #[inline]
-    pub(crate) fn gemm_q4_0_2x8(
+    pub(crate) fn matmul_uses_q4_0_rows16(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// `gemm_q4_0_rows16_reference(w, x)` (`quant::kgroup`): sixteen
+    /// interleaved Q4_0 weight rows against `T` activation rows, each value
+    /// AVX2's `dot_q4_0`, which AVX-512 VNNI's Q4_0 dots share.
+    #[inline]
+    pub(crate) fn gemm_q4_0_rows16<const T: usize>(
         self,
-        w: [&[B32Levels]; 2],
-        x: &[Q8Group],
-    ) -> [[f32; GROUP_ROWS]; 2] {
+        w: &[Q4_0Rows16],
+        x: [&[Q4_0Act]; T],
+    ) -> [[f32; ROWS16]; T] {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Dispatch::Avx512Vnni(t) => t.gemm_q4_0_2x8(w, x),
-            _ => w.map(|wr| self.gemm_q4_0_1x8(wr, x)),
+            Dispatch::Avx512Vnni(t) => t.gemm_q4_0_rows16(w, x),
+            _ => kgroup::gemm_q4_0_rows16_reference(w, x),
         }
     }
 
@@ -2892,6 +2905,103 @@ mod tests {
     /// against eight activation rows (values -127 to 127, as quantized),
     /// 0 to 5 blocks (odd counts take the even accumulator's last block);
     /// rows of another length panic.
+    /// The sixteen-row Q4_0 GEMM (AVX-512 VNNI; the reference elsewhere)
+    /// against its plain-Rust reference and AVX2's `dot_q4_0` of every
+    /// (weight row, activation row) pair, bit for bit: 0-19 blocks (every
+    /// residue of the four partial sums), one to sixteen weight rows (the
+    /// rest zero, as the last tile of a product), one, three and eight
+    /// activation rows a call, hostile scales, random nibbles and
+    /// activation bytes of -128 (which no quantizer writes).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn q4_0_rows16_gemm_equals_the_reference_and_the_dots() {
+        use crate::quant::kgroup::{gemm_q4_0_rows16_reference, Q4_0Act, Q4_0Rows16, ROWS16};
+        use proptest::prelude::*;
+        use std::panic::catch_unwind;
+        let scale = prop_oneof![
+            8 => -4.0f32..4.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(6e-8f32),
+        ];
+        let case = (0usize..=19, 1usize..=ROWS16).prop_flat_map(move |(nb, rows)| {
+            (
+                Just(nb),
+                Just(rows),
+                prop::collection::vec(any::<u8>(), rows * nb * 16),
+                prop::collection::vec(scale.clone(), rows * nb),
+                prop::collection::vec(-1.0f32..1.0, 8 * nb * 32),
+                any::<bool>(),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = Kernel::Avx2.dispatch();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("q4_0_rows16_gemm_equals_the_reference_and_the_dots: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, rows, q4, ds, xf, extreme) in case.clone())| {
+                let w: Vec<Vec<BlockQ4_0>> = (0..rows).map(|r| (0..nb).map(|b| {
+                    let o = (r * nb + b) * 16;
+                    BlockQ4_0 { d: f16::from_f32(ds[r * nb + b]).to_le_bytes(), qs: q4[o..o + 16].try_into().unwrap() }
+                }).collect()).collect();
+                let mut tile = vec![<Q4_0Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                for (r, row) in w.iter().enumerate() {
+                    for (t, b) in tile.iter_mut().zip(row) {
+                        t.set_row(r, b);
+                    }
+                }
+                let xs: Vec<Vec<ActBlock>> = (0..8).map(|a| {
+                    let mut v = QuantizedVector::new();
+                    v.quantize_from(&xf[a * nb * 32..(a + 1) * nb * 32]).unwrap();
+                    let mut blocks = v.act().to_vec();
+                    if extreme && a == 7 {
+                        // Bytes no quantizer writes, at the integers' limits.
+                        for b in &mut blocks {
+                            *b = ActBlock::new(f16::from_f32(0.5), [-128; 32]);
+                        }
+                    }
+                    blocks
+                }).collect();
+                let acts: Vec<Vec<Q4_0Act>> = xs.iter().map(|x| x.iter().map(Q4_0Act::new).collect()).collect();
+                let x8: [&[Q4_0Act]; 8] = core::array::from_fn(|a| &acts[a][..]);
+                let got8 = k.gemm_q4_0_rows16(&tile, x8);
+                let got3 = k.gemm_q4_0_rows16::<3>(&tile, core::array::from_fn(|a| x8[5 + a]));
+                let got1 = k.gemm_q4_0_rows16::<1>(&tile, [x8[2]]);
+                let want = gemm_q4_0_rows16_reference(&tile, x8);
+                for a in 0..8 {
+                    for r in 0..ROWS16 {
+                        prop_assert!(same(got8[a][r], want[a][r]), "{:?} row {} act {}", kernel, r, a);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if let Some(avx2) = avx2 {
+                        for (r, wr) in w.iter().enumerate() {
+                            prop_assert!(same(want[a][r], avx2.dot_q4_0(wr, &xs[a])), "reference row {} act {}", r, a);
+                            if kernel == Kernel::Avx512Vnni {
+                                prop_assert!(same(got8[a][r], k.dot_q4_0(wr, &xs[a])), "decode row {} act {}", r, a);
+                            }
+                        }
+                    }
+                }
+                for r in 0..ROWS16 {
+                    for a in 0..3 {
+                        prop_assert!(same(got3[a][r], want[5 + a][r]), "{:?} x3 row {} act {}", kernel, r, a);
+                    }
+                    prop_assert!(same(got1[0][r], want[2][r]), "{:?} x1 row {}", kernel, r);
+                }
+                if nb > 0 {
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_rows16(&tile[..nb - 1], x8)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_rows16::<2>(&tile, [x8[0], &x8[1][..nb - 1]])).is_err());
+                }
+            });
+        }
+    }
+
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -2899,7 +3009,8 @@ mod tests {
     #[test]
     fn b32_gemm_equals_the_reference_and_the_dots() {
         use crate::quant::kgroup::{
-            gemm_b32_reference, gemm_b32s_reference, gemm_q4_0_reference, Q4_0_SHIFT, Q8_0_SHIFT,
+            gemm_b32_reference, gemm_b32s_reference, gemm_q4_0_reference, Q4_0Act, Q4_0Rows16,
+            Q4_0_SHIFT, Q8_0_SHIFT, ROWS16,
         };
         use proptest::prelude::*;
         use std::panic::catch_unwind;
@@ -2954,13 +3065,7 @@ mod tests {
                 let signed = [[0, 1].map(|r| k.gemm_b32s_1x8(&s8[r], &groups)), [0, 1].map(|r| k.gemm_b32s_1x8(&s4[r], &groups))];
                 // Q4_0's own GEMM, over its levels, adds in 16 bits what the
                 // signed form adds in 32: the same sums, the same bits.
-                let levels4 = k.gemm_q4_0_2x8([&l4[0], &l4[1]], &groups);
-                for r in 0..2 {
-                    let one = k.gemm_q4_0_1x8(&l4[r], &groups);
-                    for a in 0..8 {
-                        prop_assert!(same(levels4[r][a], one[a]), "{:?} q4_0 2x8 row {} act {}", kernel, r, a);
-                    }
-                }
+                let levels4 = [0, 1].map(|r| k.gemm_q4_0_1x8(&l4[r], &groups));
                 let levels4_ref = [0, 1].map(|r| gemm_q4_0_reference(&l4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
@@ -2993,13 +3098,11 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8([&l8[0], short], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_q4_0_1x8(&l4[1][..nb - 1], &groups)).is_err());
-                    prop_assert!(catch_unwind(|| k.gemm_q4_0_2x8([&l4[0], &l4[1][..nb - 1]], &groups)).is_err());
-                    prop_assert!(catch_unwind(|| k.gemm_q4_0_2x8([&l4[0][..nb - 1], &l4[1]], &groups)).is_err());
                 }
             });
         }
-        // The Q4_0 GEMMs (AVX2's one-row, AVX-512 VNNI's two-row) are exact
-        // for any activation byte, -128 included (which no quantizer
+        // The Q4_0 GEMMs (AVX2's one-row, AVX-512 VNNI's sixteen-row) are
+        // exact for any activation byte, -128 included (which no quantizer
         // writes), and any nibbles: the extremes, every kernel, against the
         // reference's plain integers.
         for kernel in Kernel::ALL {
@@ -3013,14 +3116,14 @@ mod tests {
                 (0xf0, 127),
             ] {
                 for nb in [1usize, 5, 12] {
-                    let w: Vec<B32Levels> = (0..nb)
-                        .map(|_| {
-                            B32Levels::q4_0(&BlockQ4_0 {
-                                d: f16::from_f32(0.5).to_le_bytes(),
-                                qs: [nibbles; 16],
-                            })
-                        })
-                        .collect();
+                    let wq = vec![
+                        BlockQ4_0 {
+                            d: f16::from_f32(0.5).to_le_bytes(),
+                            qs: [nibbles; 16],
+                        };
+                        nb
+                    ];
+                    let w: Vec<B32Levels> = wq.iter().map(B32Levels::q4_0).collect();
                     let rows: Vec<Vec<ActBlock>> = (0..8)
                         .map(|a| {
                             (0..nb)
@@ -3032,7 +3135,16 @@ mod tests {
                         .map(|b| Q8Group::new(core::array::from_fn(|a| &rows[a][..]), b))
                         .collect();
                     let got = k.gemm_q4_0_1x8(&w, &groups);
-                    let two = k.gemm_q4_0_2x8([&w, &w], &groups);
+                    // The sixteen-row GEMM, the row in every lane.
+                    let mut tile = vec![<Q4_0Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                    for (t, b) in tile.iter_mut().zip(&wq) {
+                        for r in 0..ROWS16 {
+                            t.set_row(r, b);
+                        }
+                    }
+                    let acts: Vec<Vec<Q4_0Act>> =
+                        rows.iter().map(|x| x.iter().map(Q4_0Act::new).collect()).collect();
+                    let sixteen = k.gemm_q4_0_rows16::<8>(&tile, core::array::from_fn(|a| &acts[a][..]));
                     let want = gemm_q4_0_reference(&w, &groups);
                     for a in 0..8 {
                         assert_eq!(
@@ -3040,11 +3152,11 @@ mod tests {
                             want[a].to_bits(),
                             "{kernel:?} nibbles {nibbles:#x} x {x} nb {nb} row {a}"
                         );
-                        for (r, t) in two.iter().enumerate() {
+                        for (r, t) in sixteen[a].iter().enumerate() {
                             assert_eq!(
-                                t[a].to_bits(),
+                                t.to_bits(),
                                 want[a].to_bits(),
-                                "{kernel:?} 2x8 row {r} nibbles {nibbles:#x} x {x} nb {nb} act {a}"
+                                "{kernel:?} rows16 row {r} nibbles {nibbles:#x} x {x} nb {nb} act {a}"
                             );
                         }
                     }

@@ -22,13 +22,15 @@
 //! A prefill's batch rows come eight at a time in interleaved groups
 //! (`quant::kgroup`): each 64-bit slot of a register holds one batch row's
 //! eight columns, the weight's eight bytes are broadcast to all of them,
-//! and one `vpdpbusd` (Q8_0, Q4_0, Q4_K, Q5_K) or `vpmaddubsw` (Q6_K)
-//! serves eight rows. [`gemm_b32_2x8`] (Q8_0), [`gemm_q4_0_2x8`],
-//! [`gemm_k4_4x8`] and [`gemm_q6_4x8`] keep each row's integers and float
-//! operations those of its single-row kernel, so they return its bits;
-//! the rows left over (fewer than eight) take the pair and four-row
-//! kernels (for Q4_0, AVX2's four-row and single-row dots, whose rounding
-//! this kernel's Q4_0 shares).
+//! and one `vpdpbusd` (Q8_0, Q4_K, Q5_K) or `vpmaddubsw` (Q6_K) serves
+//! eight rows. [`gemm_b32_2x8`] (Q8_0), [`gemm_k4_4x8`] and
+//! [`gemm_q6_4x8`] keep each row's integers and float operations those of
+//! its single-row kernel, so they return its bits; the rows left over
+//! (fewer than eight) take the pair and four-row kernels. Q4_0, whose
+//! dots here round as AVX2's (one exact sum per block), turns the
+//! picture around: [`gemm_q4_0_rows16`] puts sixteen weight rows in a
+//! register's lanes and broadcasts the activation, so a block's sums come
+//! out one per lane with nothing to reduce, for any number of batch rows.
 //!
 //! Decode has one activation row, so for Q4_K and Q5_K the eight slots
 //! hold eight weight rows instead ([`dot_q4_k_rows8`]): a block's scale
@@ -41,7 +43,9 @@ use half::f16;
 
 use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
 use crate::quant::block::BlockQ8_0;
-use crate::quant::kgroup::{B32Levels, K4Levels, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS};
+use crate::quant::kgroup::{
+    B32Levels, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS, ROWS16,
+};
 use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
@@ -888,82 +892,66 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
     super::avx2_q8::q4_0_groups_end(acc, w_rest, x_rest, 8 * w8.len())
 }
 
-/// Two Q4_0 weight rows, as their levels `0..=15`, against a batch's
-/// eight interleaved activation rows: AVX2's
-/// [`gemm_q4_0_1x8`](super::avx2_q8::gemm_q4_0_1x8) of each, bit for bit
-/// (NaN payloads aside), hence `dot_q4_0` of each weight row with each
-/// activation row. A step of eight weights is one `vpdpbusd` of their
-/// levels, broadcast, by the eight rows' values, onto lanes that start
-/// from the group's offsets (`-8` times each half-step's sum, from
-/// `neg_bias`); two lanes hold a row's exact block sum, which one shift
-/// and add and a `vpmovqd` put in row order, and the block's terms are
-/// AVX2's: `(d_w * d_x) * isum`, added to partial sum `b % 4`. The two
-/// weight rows share the activation's loads, offsets and scales.
+/// Sixteen Q4_0 weight rows ([`Q4_0Rows16`], block by block) against `T`
+/// activation rows: `out[t][r]` is AVX2's `dot_q4_0` of weight row `r`
+/// with activation row `t`, bit for bit (NaN payloads aside), hence the
+/// decode product's ([`gemm_q4_0_rows16_reference`] states the steps).
+///
+/// Each `i32` lane is one weight row: per four weights one `vpdpbusd` of
+/// the sixteen rows' levels by the activation's four values, broadcast,
+/// onto a lane that starts at the block's offset (`-8` times the
+/// activation block's sum), so after a block's eight steps every lane
+/// holds its row's exact block sum with no reduction across lanes. The
+/// float step is AVX2's, lane by lane: `(d_w * d_x) * isum` added to
+/// partial sum `b % 4`, the four sums added as `(s0 + s1) + (s2 + s3)`.
+/// The blocks go by residue (`b % 4`), so that a row's activation `t`
+/// needs one partial sum in a register at a time, and a block's levels,
+/// unpacked once, serve all `T` activation rows.
 ///
 /// # Panics
 ///
-/// If a weight row's block count differs from `x.len()`.
+/// If an activation row's block count differs from `w.len()`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(crate) fn gemm_q4_0_2x8(w: [&[B32Levels]; 2], x: &[Q8Group]) -> [[f32; GROUP_ROWS]; 2] {
-    for wr in w {
-        assert_eq!(wr.len(), x.len(), "GEMM: block counts differ");
+pub(crate) fn gemm_q4_0_rows16<const T: usize>(
+    w: &[Q4_0Rows16],
+    x: [&[Q4_0Act]; T],
+) -> [[f32; ROWS16]; T] {
+    for xt in x {
+        assert_eq!(xt.len(), w.len(), "GEMM: block counts differ");
     }
-    // acc[r][b % 4]: four blocks a step, so that the partial sums stay in
-    // registers (indexed by `b % 4` they lived on the stack, and each
-    // block's adds waited on a store).
-    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-    let (x4, x_rest) = x.as_chunks::<4>();
-    for (k, gc) in x4.iter().enumerate() {
-        for (i, g) in gc.iter().enumerate() {
-            let t = q4_0_2x8_terms(w, 4 * k + i, g);
-            acc[0][i] = _mm256_add_ps(acc[0][i], t[0]);
-            acc[1][i] = _mm256_add_ps(acc[1][i], t[1]);
+    let low4 = _mm512_set1_epi8(0x0f);
+    let mut part = [[_mm512_setzero_ps(); 4]; T];
+    for j in 0..4 {
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in (j..w.len()).step_by(4) {
+            let wb = &w[b];
+            let q: [__m512i; 4] = bytemuck::cast(wb.qs);
+            let lo = q.map(|v| _mm512_and_si512(v, low4));
+            let hi = q.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low4));
+            let d_w: __m512 = bytemuck::cast(wb.d);
+            for t in 0..T {
+                let xb = &x[t][b];
+                let (xq, _) = xb.qs.as_chunks::<4>();
+                let four = |p: usize| _mm512_set1_epi32(i32::from_le_bytes(xq[p].map(|v| v as u8)));
+                let mut s = _mm512_set1_epi32(xb.off);
+                for p in 0..4 {
+                    s = _mm512_dpbusd_epi32(s, lo[p], four(p));
+                    s = _mm512_dpbusd_epi32(s, hi[p], four(p + 4));
+                }
+                let d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb.d));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
+            }
+        }
+        for (p, a) in part.iter_mut().zip(acc) {
+            p[j] = a;
         }
     }
-    for (i, g) in x_rest.iter().enumerate() {
-        let t = q4_0_2x8_terms(w, 4 * x4.len() + i, g);
-        acc[0][i] = _mm256_add_ps(acc[0][i], t[0]);
-        acc[1][i] = _mm256_add_ps(acc[1][i], t[1]);
-    }
-    let mut out = [[0.0f32; GROUP_ROWS]; 2];
-    for (o, a) in out.iter_mut().zip(&acc) {
-        *o = bytemuck::cast(_mm256_add_ps(
-            _mm256_add_ps(a[0], a[1]),
-            _mm256_add_ps(a[2], a[3]),
-        ));
-    }
-    out
-}
-
-/// The terms of block `b` of [`gemm_q4_0_2x8`]'s two weight rows.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn q4_0_2x8_terms(w: [&[B32Levels]; 2], b: usize, g: &Q8Group) -> [__m256; 2] {
-    let nb: [__m512i; 4] = bytemuck::cast(g.neg_bias);
-    // `-128 * sum` over the four steps, then exactly `-8 * sum`.
-    let bias = _mm512_add_epi32(
-        _mm512_add_epi32(nb[0], nb[1]),
-        _mm512_add_epi32(nb[2], nb[3]),
-    );
-    let bias = _mm512_srai_epi32::<4>(bias);
-    let xs: [__m512i; 4] = bytemuck::cast(g.qs);
-    // `g.d` holds each row's scale twice: the even lanes, in row order.
-    let d_x = _mm256_castsi256_ps(_mm512_cvtepi64_epi32(bytemuck::cast(g.d)));
-    let mut out = [_mm256_setzero_ps(); 2];
-    for (o, wr) in out.iter_mut().zip(w) {
-        let wb = &wr[b];
-        let (l8, _) = wb.q.as_chunks::<8>();
-        let mut lanes = bias;
-        for (s, xv) in xs.iter().enumerate() {
-            let wl = _mm512_set1_epi64(i64::from_le_bytes(l8[s]));
-            lanes = _mm512_dpbusd_epi32(lanes, wl, *xv);
-        }
-        // Lanes 2a and 2a + 1 hold row a's halves: their sum, in row order.
-        let rows = _mm512_cvtepi64_epi32(_mm512_add_epi32(lanes, _mm512_srli_epi64::<32>(lanes)));
-        let d = _mm256_mul_ps(_mm256_set1_ps(wb.d), d_x);
-        *o = _mm256_mul_ps(d, _mm256_cvtepi32_ps(rows));
-    }
-    out
+    part.map(|a| {
+        bytemuck::cast(_mm512_add_ps(
+            _mm512_add_ps(a[0], a[1]),
+            _mm512_add_ps(a[2], a[3]),
+        ))
+    })
 }
 
 /// The sums of a register's `i32` lane pairs `(2a, 2a + 1)`, as eight
@@ -1111,7 +1099,7 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
 /// `gemm_b32_reference::<Q8_0_SHIFT>(w, x)` (`quant::kgroup`), bit for bit
 /// (NaN payloads aside): two Q8_0 weight rows, unpacked to unsigned bytes
 /// (their values plus 128), against the eight activation rows of `x`.
-/// (Q4_0 rounds otherwise on this kernel: [`gemm_q4_0_2x8`].)
+/// (Q4_0 rounds otherwise on this kernel: [`gemm_q4_0_rows16`].)
 ///
 /// Step `s` of a block (columns `8s..8s + 8`) is one 512-bit `vpdpbusd`
 /// per weight row: the row's eight bytes broadcast to every 64-bit slot,
