@@ -895,7 +895,7 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
 /// Sixteen Q4_0 weight rows ([`Q4_0Rows16`], block by block) against `T`
 /// activation rows: `out[t][r]` is AVX2's `dot_q4_0` of weight row `r`
 /// with activation row `t`, bit for bit (NaN payloads aside), hence the
-/// decode product's ([`gemm_q4_0_rows16_reference`] states the steps).
+/// decode product's (`quant::kgroup::gemm_q4_0_rows16_reference` states the steps).
 ///
 /// Each `i32` lane is one weight row: per four weights one `vpdpbusd` of
 /// the sixteen rows' levels by the activation's four values, broadcast,
