@@ -123,6 +123,19 @@ impl<'a> Weight<'a> {
             .fold(ActForms::default(), |f, w| f.union(w.forms()))
     }
 
+    /// Whether any of `ws`'s prefill products on kernel `k` reads a
+    /// batch's paired or interleaved copies of its Q8_0 blocks (Q8_0
+    /// matrices, and Q4_0 ones but on AVX-512 VNNI, whose Q4_0 GEMM reads
+    /// the blocks themselves), so that a batch only Q4_0 matrices read
+    /// there is not copied twice for nothing.
+    pub(crate) fn reads_interleaved_batch(k: Dispatch, ws: &[Weight<'_>]) -> bool {
+        ws.iter().any(|w| match w {
+            Weight::Q8_0(_) => true,
+            Weight::Q4_0(_) => !k.matmul_uses_q4_0_rows16(),
+            _ => false,
+        })
+    }
+
     /// The Q8_0 matrix, if this is one.
     pub fn as_q8_0(&self) -> Option<&Q8Matrix<'a>> {
         match self {

@@ -516,19 +516,25 @@ impl QuantizedBatch {
         cols: usize,
         forms: ActForms,
     ) -> Result<(), QuantError> {
-        self.quantize_forms_on(&OnCaller, x, cols, forms)
+        self.quantize_forms_on(&OnCaller, x, cols, forms, true)
     }
 
     /// [`quantize_forms`](Self::quantize_forms) with the blocks spread over
     /// `on`'s threads (a prefill quantizes up to hundreds of rows before
     /// each product). Each block is quantized alone, so the result does not
-    /// depend on how the blocks are spread.
+    /// depend on how the blocks are spread. With `interleave` false the
+    /// Q8_0 form skips the paired and grouped copies of its blocks, which
+    /// only the Q8_0 (and, but on AVX-512, the Q4_0) GEMMs read
+    /// ([`Weight::reads_interleaved_batch`](crate::matvec::Weight)): a
+    /// product that finds them missing takes its other kernels, with the
+    /// same bits.
     pub(crate) fn quantize_forms_on(
         &mut self,
         on: &impl Spread,
         x: &[f32],
         cols: usize,
         forms: ActForms,
+        interleave: bool,
     ) -> Result<(), QuantError> {
         if !forms.float_only() {
             blocks_for(cols)?;
@@ -591,11 +597,11 @@ impl QuantizedBatch {
         on.spread(&mut self.blocks, |range, part| {
             k.quantize_act(&chunks[range], part)
         });
-        self.paired = k.matmul_uses_pairs();
+        self.paired = interleave && k.matmul_uses_pairs();
         if !self.paired {
             self.pairs.clear();
         }
-        if !k.matmul_uses_b32_groups() {
+        if !interleave || !k.matmul_uses_b32_groups() {
             self.groups.clear();
         } else {
             let nb = cols / QK8_0;
