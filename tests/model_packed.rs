@@ -1,6 +1,6 @@
-//! Q4_K and Q5_K projections packed eight rows at a time (what `Model`
-//! does where the CPU runs the AVX-512 eight-row decode kernel) give the
-//! file's own bits: the same logits as the unpacked file, on every backend and
+//! Q4_K, Q5_K and Q4_0 projections packed eight rows at a time (what
+//! `Model` does where the CPU runs the AVX-512 eight-row decode kernels)
+//! give the file's own bits: the same logits as the unpacked file, on every backend and
 //! thread count, decode and prefill.
 #![cfg(not(feature = "loom"))]
 
@@ -45,13 +45,14 @@ fn packed_names(model: &Model) -> Vec<String> {
         .collect()
 }
 
-/// A Q4_K_M or Q5_K_M model read through `Model` packs its layers' Q4_K
-/// or Q5_K projections (and nothing else) where the CPU runs the
-/// eight-row kernel, and gives the unpacked file's logits bit for bit on
-/// every backend.
+/// A Q4_K_M, Q5_K_M or Q4_0 model read through `Model` packs its layers'
+/// Q4_K, Q5_K or Q4_0 projections (and nothing else) where the CPU runs
+/// the eight-row kernels, and gives the unpacked file's logits bit for bit
+/// on every backend (prefill's sixteen-row Q4_0 GEMM reading the packed
+/// rows too).
 #[test]
 fn packed_projections_give_the_file_s_bits() {
-    for file_type in [FileType::Q4KM, FileType::Q5KM] {
+    for file_type in [FileType::Q4KM, FileType::Q5KM, FileType::Q4_0] {
         check_packed(file_type);
     }
 }
@@ -66,7 +67,7 @@ fn check_packed(file_type: FileType) {
         assert!(!packed.is_empty(), "{file_type:?}: nothing packed");
         assert!(matches!(
             model.qwen3().weights.layers[0].q,
-            Weight::Q4KPacked(_) | Weight::Q5KPacked(_)
+            Weight::Q4KPacked(_) | Weight::Q5KPacked(_) | Weight::Q4_0Packed(_)
         ));
     } else {
         assert!(packed.is_empty(), "{packed:?}");
@@ -121,8 +122,14 @@ fn a_mapped_file_is_left_as_written() {
 /// with the original logits.
 #[test]
 fn a_packed_file_writes_out_as_written() {
+    for file_type in [FileType::Q5KM, FileType::Q4_0] {
+        check_written(file_type);
+    }
+}
+
+fn check_written(file_type: FileType) {
     use inferno_cpu::gguf::Writer;
-    let bytes = model_bytes(&SynthConfig::small().with_file_type(FileType::Q5KM), 3).unwrap();
+    let bytes = model_bytes(&SynthConfig::small().with_file_type(file_type), 3).unwrap();
     let original = Gguf::parse(&bytes).unwrap();
     let model = Model::from_bytes(&bytes).unwrap();
     let written = Writer::from_gguf(&model.file().gguf())

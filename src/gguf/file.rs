@@ -222,17 +222,17 @@ impl GgufFile {
         matches!(self.storage, Storage::Mapped(_))
     }
 
-    /// Packs the rows of every 2-D Q4_K and Q5_K tensor that `pick`
+    /// Packs the rows of every 2-D Q4_K, Q5_K and Q4_0 tensor that `pick`
     /// accepts, and whose rows come in whole groups of eight, eight at a
     /// time in memory ([`pack_rows8`](crate::quant::pack_rows8), in place),
-    /// and marks them [`TensorLayout::Q4KRows8`] or
-    /// [`TensorLayout::Q5KRows8`]; returns how many it packed. The bytes of
+    /// and marks them [`TensorLayout::Q4KRows8`], [`TensorLayout::Q5KRows8`]
+    /// or [`TensorLayout::Q4_0Rows8`]; returns how many it packed. The bytes of
     /// a mapped file ([`open`](Self::open)) are the page cache's and stay
     /// as they are (none packed). What a packed tensor's views show is the
     /// packed order; its type, shape and size are the same.
     pub(crate) fn pack_rows8(&mut self, pick: impl Fn(&TensorInfo) -> bool) -> usize {
         use crate::quant::packed::pack_in_place;
-        use crate::quant::{BlockQ4Kx8, BlockQ5Kx8};
+        use crate::quant::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, QK4_0};
         let data_offset = self.header.data_offset();
         let bytes: &mut [u8] = match &mut self.storage {
             Storage::Mapped(_) => return 0,
@@ -244,9 +244,10 @@ impl GgufFile {
             let [cols, _rows] = info.dims[..] else {
                 continue;
             };
-            let layout = match info.ggml_type {
-                GgmlType::Q4_K => TensorLayout::Q4KRows8,
-                GgmlType::Q5_K => TensorLayout::Q5KRows8,
+            let (layout, block) = match info.ggml_type {
+                GgmlType::Q4_K => (TensorLayout::Q4KRows8, QK_K),
+                GgmlType::Q5_K => (TensorLayout::Q5KRows8, QK_K),
+                GgmlType::Q4_0 => (TensorLayout::Q4_0Rows8, QK4_0),
                 _ => continue,
             };
             if info.layout != TensorLayout::File || !pick(info) {
@@ -259,13 +260,14 @@ impl GgufFile {
                 .and_then(|(a, b)| Some(usize::try_from(a).ok()?..usize::try_from(b).ok()?));
             let (Some(data), Ok(nb)) = (
                 range.and_then(|r| bytes.get_mut(r)),
-                usize::try_from(cols / QK_K as u64),
+                usize::try_from(cols / block as u64),
             ) else {
                 continue;
             };
             let done = match layout {
                 TensorLayout::Q4KRows8 => pack_in_place::<BlockQ4Kx8>(data, nb),
-                _ => pack_in_place::<BlockQ5Kx8>(data, nb),
+                TensorLayout::Q5KRows8 => pack_in_place::<BlockQ5Kx8>(data, nb),
+                _ => pack_in_place::<BlockQ4_0x8>(data, nb),
             };
             if done {
                 info.layout = layout;

@@ -57,6 +57,9 @@ pub enum TensorLayout {
     /// A Q5_K matrix's rows packed eight at a time
     /// ([`BlockQ5Kx8`](crate::quant::BlockQ5Kx8)).
     Q5KRows8,
+    /// A Q4_0 matrix's rows packed eight at a time
+    /// ([`BlockQ4_0x8`](crate::quant::BlockQ4_0x8)).
+    Q4_0Rows8,
 }
 
 /// Everything parsed from a file except the tensor data: version,
@@ -313,17 +316,19 @@ impl<'a> Gguf<'a> {
     /// copy). What [`Writer::from_gguf`](super::Writer::from_gguf) writes.
     pub fn data_in_file_order(&self, info: &TensorInfo) -> Cow<'a, [u8]> {
         use crate::quant::packed::unpack_bytes;
-        use crate::quant::{BlockQ4Kx8, BlockQ5Kx8, QK_K};
+        use crate::quant::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, QK4_0, QK_K};
         let data = self.data_of(info);
-        let nb = info
-            .dims
-            .first()
-            .and_then(|&c| usize::try_from(c / QK_K as u64).ok())
-            .unwrap_or(0);
+        let nb = |block: usize| {
+            info.dims
+                .first()
+                .and_then(|&c| usize::try_from(c / block as u64).ok())
+                .unwrap_or(0)
+        };
         let unpacked = match info.layout {
             TensorLayout::File => return Cow::Borrowed(data),
-            TensorLayout::Q4KRows8 => unpack_bytes::<BlockQ4Kx8>(data, nb),
-            TensorLayout::Q5KRows8 => unpack_bytes::<BlockQ5Kx8>(data, nb),
+            TensorLayout::Q4KRows8 => unpack_bytes::<BlockQ4Kx8>(data, nb(QK_K)),
+            TensorLayout::Q5KRows8 => unpack_bytes::<BlockQ5Kx8>(data, nb(QK_K)),
+            TensorLayout::Q4_0Rows8 => unpack_bytes::<BlockQ4_0x8>(data, nb(QK4_0)),
         };
         // Only whole packed matrices are ever marked packed.
         unpacked.map_or(Cow::Borrowed(data), Cow::Owned)

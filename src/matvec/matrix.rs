@@ -2,7 +2,9 @@
 
 use thiserror::Error;
 
-use crate::quant::{BlockQ4Kx8, BlockQ5Kx8, BlockQ8_0, PackedBlock, WeightBlock, PACK_ROWS};
+use crate::quant::{
+    BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, BlockQ8_0, PackedBlock, WeightBlock, PACK_ROWS,
+};
 
 /// Why a matrix view or a product was rejected.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -387,6 +389,9 @@ pub type PackedQ4KMatrix<'a> = PackedMatrix<'a, BlockQ4Kx8>;
 
 /// Q5_K rows packed eight at a time.
 pub type PackedQ5KMatrix<'a> = PackedMatrix<'a, BlockQ5Kx8>;
+
+/// Q4_0 rows packed eight at a time.
+pub type PackedQ4_0Matrix<'a> = PackedMatrix<'a, BlockQ4_0x8>;
 
 impl<'a, P: PackedBlock> PackedMatrix<'a, P> {
     /// Views `blocks` as a packed `rows x cols` matrix.

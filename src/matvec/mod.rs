@@ -71,7 +71,8 @@ mod weight;
 
 pub use self::f32::{matvec_f32, matvec_f32_pool, matvec_f32_rayon};
 pub use matrix::{
-    Bf16Matrix, BlockMatrix, F16Matrix, F32Matrix, PackedMatrix, PackedQ4KMatrix, PackedQ5KMatrix,
+    Bf16Matrix, BlockMatrix, F16Matrix, F32Matrix, PackedMatrix, PackedQ4KMatrix, PackedQ4_0Matrix,
+    PackedQ5KMatrix,
     Q8Matrix, ShapeError,
 };
 pub use q8::{

@@ -29,7 +29,10 @@ use crate::quant::{
 };
 use crate::unsafe_core::prefetch::prefetch_read;
 
-use super::{BlockMatrix, PackedMatrix, PackedQ4KMatrix, PackedQ5KMatrix, Q8Matrix, ShapeError};
+use super::{
+    BlockMatrix, PackedMatrix, PackedQ4KMatrix, PackedQ4_0Matrix, PackedQ5KMatrix, Q8Matrix,
+    ShapeError,
+};
 
 /// A weight matrix of any type this crate runs, borrowed.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +41,10 @@ pub enum Weight<'a> {
     Q8_0(Q8Matrix<'a>),
     /// GGML Q4_0.
     Q4_0(BlockMatrix<'a, BlockQ4_0>),
+    /// GGML Q4_0 with its rows packed eight at a time
+    /// ([`PackedQ4_0Matrix`]), as [`Weight::Q4KPacked`] is to Q4_K: the
+    /// AVX-512 decode kernel's order, eight rows in a register's lanes.
+    Q4_0Packed(PackedQ4_0Matrix<'a>),
     /// GGML Q4_K.
     Q4K(BlockMatrix<'a, BlockQ4K>),
     /// GGML Q4_K with its rows packed eight at a time ([`PackedQ4KMatrix`]:
@@ -63,6 +70,7 @@ macro_rules! each {
         match $w {
             Weight::Q8_0($m) => $e,
             Weight::Q4_0($m) => $e,
+            Weight::Q4_0Packed($m) => $e,
             Weight::Q4K($m) => $e,
             Weight::Q4KPacked($m) => $e,
             Weight::Q5KPacked($m) => $e,
@@ -94,7 +102,7 @@ impl<'a> Weight<'a> {
     pub fn type_name(&self) -> &'static str {
         match self {
             Weight::Q8_0(_) => "Q8_0",
-            Weight::Q4_0(_) => "Q4_0",
+            Weight::Q4_0(_) | Weight::Q4_0Packed(_) => "Q4_0",
             Weight::Q4K(_) | Weight::Q4KPacked(_) => "Q4_K",
             Weight::Q5K(_) | Weight::Q5KPacked(_) => "Q5_K",
             Weight::Q6K(_) => "Q6_K",
@@ -106,7 +114,7 @@ impl<'a> Weight<'a> {
     /// The activation form a product with this matrix reads.
     pub fn forms(&self) -> ActForms {
         match self {
-            Weight::Q8_0(_) | Weight::Q4_0(_) => ActForms::Q8_0,
+            Weight::Q8_0(_) | Weight::Q4_0(_) | Weight::Q4_0Packed(_) => ActForms::Q8_0,
             Weight::Q4K(_)
             | Weight::Q4KPacked(_)
             | Weight::Q5K(_)
@@ -131,7 +139,7 @@ impl<'a> Weight<'a> {
     pub(crate) fn reads_interleaved_batch(k: Dispatch, ws: &[Weight<'_>]) -> bool {
         ws.iter().any(|w| match w {
             Weight::Q8_0(_) => true,
-            Weight::Q4_0(_) => !k.matmul_uses_q4_0_rows16(),
+            Weight::Q4_0(_) | Weight::Q4_0Packed(_) => !k.matmul_uses_q4_0_rows16(),
             _ => false,
         })
     }
@@ -151,6 +159,7 @@ impl<'a> Weight<'a> {
         match self {
             Weight::Q8_0(m) => k.matvec_q8(m.rows_blocks(range), m.blocks_per_row(), x.act(), out),
             Weight::Q4_0(m) => rows_with(m, range, out, |row| k.dot_q4_0_decode(row, x)),
+            Weight::Q4_0Packed(m) => packed_rows(m, range, out, |g| k.dot_q4_0_packed8(g, x)),
             Weight::Q4K(m) if k.has_k_rows8() => rows8_with(
                 m,
                 range,
@@ -374,6 +383,36 @@ pub(crate) fn matmul_rows_any(
             matmul_rows_any(k, &plain, xs, 0, segs);
         });
     }
+    if let Weight::Q4_0Packed(p) = w {
+        // AVX-512's Q4_0 GEMM interleaves sixteen rows from wherever they
+        // lie: from the packed blocks directly.
+        let fill = |tile: &mut [Q4_0Rows16], j0: usize, rows: usize| {
+            let first = r0 + j0;
+            if first.is_multiple_of(PACK_ROWS) && rows.is_multiple_of(PACK_ROWS) {
+                // Whole packed groups: a word row of eight rows at a time.
+                for h in 0..rows / PACK_ROWS {
+                    let group = p.group(first / PACK_ROWS + h);
+                    for (t, g) in tile.iter_mut().zip(group) {
+                        t.set_group(h, g);
+                    }
+                }
+            } else {
+                for r in 0..rows {
+                    for (b, t) in tile.iter_mut().enumerate() {
+                        t.set_row(r, &p.row_block(first + r, b));
+                    }
+                }
+            }
+        };
+        if k.matmul_uses_q4_0_rows16() && gemm_q4_0_rows16(k, p.cols(), fill, xs, segs) == segs.len()
+        {
+            return;
+        }
+        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_any(k, &plain, xs, 0, segs);
+        });
+    }
     let m = segs.len();
     // With a kernel that interleaves the batch: eight batch rows per
     // register; the rest below.
@@ -403,6 +442,10 @@ pub(crate) fn matmul_rows_any(
                     Weight::Q4_0(m) => {
                         k.dot_q4_0_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.act_row(i + t)))
                     }
+                    Weight::Q4_0Packed(m) => k.dot_q4_0_x4(
+                        &m.unpack_rows(r..r + 1),
+                        [0, 1, 2, 3].map(|t| xs.act_row(i + t)),
+                    ),
                     Weight::Q4K(m) => {
                         k.dot_q4_k_x4(m.row(r), [0, 1, 2, 3].map(|t| xs.k_row(i + t)))
                     }
@@ -456,13 +499,20 @@ pub(crate) fn gemm_group_rows(
     let len = segs.first().map_or(0, |s| s.len());
     if let Weight::Q4_0(m) = w {
         if k.matmul_uses_q4_0_rows16() {
-            return gemm_q4_0_rows16(k, m, xs, r0, segs);
+            let fill = |tile: &mut [Q4_0Rows16], j0: usize, rows: usize| {
+                for r in 0..rows {
+                    for (t, b) in tile.iter_mut().zip(m.row(r0 + j0 + r)) {
+                        t.set_row(r, b);
+                    }
+                }
+            };
+            return gemm_q4_0_rows16(k, m.cols(), fill, xs, segs);
         }
     }
     let vector = match w {
         Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => k.matmul_uses_k_groups(),
         // `matmul_rows_any` unpacks a packed matrix's rows before this.
-        Weight::Q4KPacked(_) | Weight::Q5KPacked(_) => false,
+        Weight::Q4KPacked(_) | Weight::Q5KPacked(_) | Weight::Q4_0Packed(_) => false,
         Weight::Q8_0(_) | Weight::Q4_0(_) => k.matmul_uses_b32_groups(),
         Weight::F16(_) | Weight::Bf16(_) => false,
     };
@@ -524,6 +574,7 @@ pub(crate) fn gemm_group_rows(
         // AVX-512 VNNI, the one other kernel with the groups, took its
         // sixteen-row Q4_0 GEMM above.
         Weight::Q4_0(_)
+        | Weight::Q4_0Packed(_)
         | Weight::Q4KPacked(_)
         | Weight::Q5KPacked(_)
         | Weight::F16(_)
@@ -532,10 +583,13 @@ pub(crate) fn gemm_group_rows(
     done * GROUP_ROWS
 }
 
-/// Computes Q4_0 weight rows `r0..r0 + len` against every batch row with
-/// AVX-512's sixteen-row GEMM ([`Dispatch::gemm_q4_0_rows16`]), each value
-/// the decode product's bits; returns the batch rows done (all of them, or
-/// none for a matrix without columns).
+/// Computes the `len` weight rows of a Q4_0 matrix `cols` wide (`len` the
+/// segments' length; `fill(tile, j0, rows)` writes rows `j0..j0 + rows`,
+/// at most sixteen, into the tile's first lanes) against every
+/// batch row with AVX-512's sixteen-row GEMM
+/// ([`Dispatch::gemm_q4_0_rows16`]), each value the decode product's bits;
+/// returns the batch rows done (all of them, or none for a matrix without
+/// columns).
 ///
 /// The batch is copied once into [`Q4_0Act`]s (40 bytes a block, so a
 /// 128-row batch of 3072-wide rows stays in L2), then each tile of sixteen
@@ -544,13 +598,13 @@ pub(crate) fn gemm_group_rows(
 /// time.
 fn gemm_q4_0_rows16(
     k: Dispatch,
-    m: &BlockMatrix<'_, BlockQ4_0>,
+    cols: usize,
+    fill: impl Fn(&mut [Q4_0Rows16], usize, usize),
     xs: &QuantizedBatch,
-    r0: usize,
     segs: &mut [&mut [f32]],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
-    let nb = m.cols() / crate::quant::QK4_0;
+    let nb = cols / crate::quant::QK4_0;
     if len == 0 || nb == 0 {
         return 0;
     }
@@ -560,11 +614,7 @@ fn gemm_q4_0_rows16(
     let mut tile: Vec<Q4_0Rows16> = vec![bytemuck::Zeroable::zeroed(); nb];
     for j0 in (0..len).step_by(ROWS16) {
         let rows = ROWS16.min(len - j0);
-        for (r, j) in (j0..j0 + rows).enumerate() {
-            for (t, b) in tile.iter_mut().zip(m.row(r0 + j)) {
-                t.set_row(r, b);
-            }
-        }
+        fill(&mut tile, j0, rows);
         if rows < ROWS16 {
             for t in &mut tile {
                 for r in rows..ROWS16 {
@@ -732,6 +782,7 @@ fn dot_row(k: Dispatch, w: &Weight<'_>, r: usize, xs: &QuantizedBatch, i: usize)
         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xs.k_row(i)),
         Weight::Q4KPacked(m) => k.dot_q4_k(&m.unpack_rows(r..r + 1), xs.k_row(i)),
         Weight::Q5KPacked(m) => k.dot_q5_k(&m.unpack_rows(r..r + 1), xs.k_row(i)),
+        Weight::Q4_0Packed(m) => k.dot_q4_0(&m.unpack_rows(r..r + 1), xs.act_row(i)),
         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xs.k_row(i)),
         Weight::Q6K(m) => k.dot_q6_k_summed(m.row(r), xs.k_row(i)),
         Weight::F16(m) => k.dot_f16w(m.row(r), xs.f16_row(i)),
@@ -1002,6 +1053,7 @@ mod tests {
                         Weight::Q4K(m) => k.dot_q4_k(m.row(r), xq.k_act()),
                         Weight::Q4KPacked(m) => k.dot_q4_k(&m.unpack_rows(r..r + 1), xq.k_act()),
                         Weight::Q5KPacked(m) => k.dot_q5_k(&m.unpack_rows(r..r + 1), xq.k_act()),
+                        Weight::Q4_0Packed(m) => k.dot_q4_0(&m.unpack_rows(r..r + 1), xq.act()),
                         Weight::Q5K(m) => k.dot_q5_k(m.row(r), xq.k_act()),
                         Weight::Q6K(m) => k.dot_q6_k(m.row(r), xq.k_act()),
                         Weight::F16(m) => k.dot_f16w(m.row(r), xq.f16_act()),

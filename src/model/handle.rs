@@ -138,15 +138,16 @@ impl Model {
     ///
     /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
     ///
-    /// Where the CPU runs the AVX-512 eight-row Q4_K/Q5_K decode kernel
-    /// and the file was read into memory (not mapped), the layers' Q4_K
-    /// and Q5_K projections are first packed in place, eight rows at a
-    /// time ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
-    /// [`PackedQ5KMatrix`](crate::matvec::PackedQ5KMatrix)): the same
-    /// results from every backend, read in the order that kernel loads
+    /// Where the CPU runs the AVX-512 eight-row decode kernels and the
+    /// file was read into memory (not mapped), the layers' Q4_K, Q5_K and
+    /// Q4_0 projections are first packed in place, eight rows at a time
+    /// ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
+    /// [`PackedQ5KMatrix`](crate::matvec::PackedQ5KMatrix),
+    /// [`PackedQ4_0Matrix`](crate::matvec::PackedQ4_0Matrix)): the same
+    /// results from every backend, read in the order those kernels load
     /// them. [`file`](Self::file) then shows those tensors packed
-    /// ([`TensorLayout::Q4KRows8`](crate::gguf::TensorLayout) or
-    /// `Q5KRows8`).
+    /// ([`TensorLayout::Q4KRows8`](crate::gguf::TensorLayout), `Q5KRows8`
+    /// or `Q4_0Rows8`).
     pub fn from_file(mut file: GgufFile) -> Result<Self, ModelError> {
         pack_for_decode(&mut file);
         let tokenizer = Tokenizer::from_gguf(&file.gguf())?;
@@ -229,9 +230,9 @@ impl Model {
     }
 }
 
-/// Packs `file`'s layers' Q4_K and Q5_K projections eight rows at a time, in
-/// place, where the CPU runs the AVX-512 eight-row decode kernel and the
-/// file was read into memory ([`GgufFile::read`] or
+/// Packs `file`'s layers' Q4_K, Q5_K and Q4_0 projections eight rows at a
+/// time, in place, where the CPU runs the AVX-512 eight-row decode kernels
+/// and the file was read into memory ([`GgufFile::read`] or
 /// [`from_bytes`](GgufFile::from_bytes), not [`open`](GgufFile::open));
 /// returns how many it packed. [`Model`] does this on load; a
 /// [`Qwen3::load`] of the file afterwards gives the same results, faster.
@@ -239,8 +240,9 @@ impl Model {
 /// On an AMD EPYC (Zen 4) VM, one thread, a Q4_K_M Qwen3-0.6B's Q4_K
 /// products (and a Q5_K_M one's Q5_K products) read the packed rows front to back, where eight rows read a
 /// block at a time are a pattern the hardware prefetchers do not follow,
-/// and skip the kernel's transposes (the README's Zen 4 section has the
-/// measurements).
+/// and skip the kernel's transposes; a Q4_0 one's products get each
+/// block's eight rows' sums one per lane, with nothing to reduce (the
+/// README's Zen 4 section has the measurements).
 ///
 /// ```
 /// use inferno_cpu::gguf::GgufFile;
@@ -256,10 +258,16 @@ impl Model {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn pack_for_decode(file: &mut GgufFile) -> usize {
-    if !crate::quant::dot::selected().1.reads_packed_k() {
-        return 0;
-    }
-    file.pack_rows8(|info| is_projection(&info.name))
+    use crate::gguf::GgmlType;
+    let k = crate::quant::dot::selected().1;
+    file.pack_rows8(|info| {
+        let reads_packed = match info.ggml_type {
+            GgmlType::Q4_K | GgmlType::Q5_K => k.reads_packed_k(),
+            GgmlType::Q4_0 => k.reads_packed_q4_0(),
+            _ => false,
+        };
+        reads_packed && is_projection(&info.name)
+    })
 }
 
 /// Whether `name` is a layer's projection (`blk.N.attn_q.weight` and the
@@ -366,7 +374,7 @@ mod tests {
             out.extend(s.decode(7).unwrap().iter().map(|v| v.to_bits()));
             out
         }
-        for file_type in [FileType::Q4KM, FileType::Q5KM] {
+        for file_type in [FileType::Q4KM, FileType::Q5KM, FileType::Q4_0] {
             let bytes = model_bytes(&SynthConfig::small().with_file_type(file_type), 5).unwrap();
             let plain_file = GgufFile::from_bytes(&bytes).unwrap();
             let plain = Qwen3::load(&plain_file.gguf()).unwrap();
@@ -377,7 +385,9 @@ mod tests {
             let model = Qwen3::load(&file.gguf()).unwrap();
             assert!(matches!(
                 model.weights.layers[0].q,
-                crate::matvec::Weight::Q4KPacked(_) | crate::matvec::Weight::Q5KPacked(_)
+                crate::matvec::Weight::Q4KPacked(_)
+                    | crate::matvec::Weight::Q5KPacked(_)
+                    | crate::matvec::Weight::Q4_0Packed(_)
             ));
             for (name, threads) in [("scalar", 1), ("simd", 1), ("parallel", 3), ("pool", 2)] {
                 for prefill in [false, true] {

@@ -14,7 +14,9 @@
 use half::{bf16, f16};
 
 use crate::gguf::{GgmlType, Gguf, TensorInfo, TensorLayout};
-use crate::matvec::{BlockMatrix, PackedQ4KMatrix, PackedQ5KMatrix, Q8Matrix, Weight};
+use crate::matvec::{
+    BlockMatrix, PackedQ4KMatrix, PackedQ4_0Matrix, PackedQ5KMatrix, Q8Matrix, Weight,
+};
 use crate::quant::{
     dequantize_row_q4_0_into, dequantize_row_q4_k_into, dequantize_row_q5_k_into,
     dequantize_row_q6_k_into, dequantize_row_q8_0_into, quantize_row_q8_0, BlockQ8_0, WeightBlock,
@@ -54,6 +56,18 @@ impl Embedding<'_> {
         match self {
             Embedding::Quantized(Weight::Q8_0(m)) => dequantize_row_q8_0_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q4_0(m)) => dequantize_row_q4_0_into(m.row(id), out)?,
+            Embedding::Quantized(Weight::Q4_0Packed(m)) => {
+                if n != m.cols() {
+                    return Err(crate::matvec::ShapeError::OutputLength {
+                        expected: m.cols(),
+                        got: n,
+                    }
+                    .into());
+                }
+                for (b, o) in out.chunks_exact_mut(crate::quant::QK4_0).enumerate() {
+                    dequantize_row_q4_0_into(&[m.row_block(id, b)], o)?;
+                }
+            }
             Embedding::Quantized(Weight::Q4K(m)) => dequantize_row_q4_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q4KPacked(m)) => {
                 let qk = crate::quant::QK_K;
@@ -290,6 +304,9 @@ fn quantized<'a>(
     }
     Ok(Some(match info.ggml_type {
         GgmlType::Q8_0 => Weight::Q8_0(view(gguf, info, rows, cols)?),
+        GgmlType::Q4_0 if info.layout == TensorLayout::Q4_0Rows8 => {
+            Weight::Q4_0Packed(PackedQ4_0Matrix::from_bytes(gguf.data_of(info), rows, cols)?)
+        }
         GgmlType::Q4_0 => Weight::Q4_0(view(gguf, info, rows, cols)?),
         GgmlType::Q4_K if info.layout == TensorLayout::Q4KRows8 => {
             Weight::Q4KPacked(PackedQ4KMatrix::from_bytes(gguf.data_of(info), rows, cols)?)

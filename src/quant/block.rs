@@ -121,6 +121,13 @@ impl WeightBlock for super::BlockQ4Kx8 {
     const NAME: &'static str = "Q4_K";
 }
 
+/// As [`BlockQ4Kx8`](super::BlockQ4Kx8), for Q4_0: 32 columns of each
+/// of eight rows.
+impl WeightBlock for super::BlockQ4_0x8 {
+    const WEIGHTS: usize = super::QK4_0;
+    const NAME: &'static str = "Q4_0";
+}
+
 /// As [`BlockQ4Kx8`](super::BlockQ4Kx8), for Q5_K.
 impl WeightBlock for super::BlockQ5Kx8 {
     const WEIGHTS: usize = super::QK_K;

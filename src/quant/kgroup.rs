@@ -25,7 +25,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::activation::ActBlock;
-use super::{BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
+use super::{BlockQ4K, BlockQ4_0, BlockQ4_0x8, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
 
 /// Activation rows per [`Q8KGroup`].
 pub(crate) const GROUP_ROWS: usize = 8;
@@ -381,6 +381,19 @@ impl Q4_0Rows16 {
             self.qs[p][4 * r..4 * r + 4].copy_from_slice(c);
         }
         self.d[r] = block.scale_f32();
+    }
+
+    /// Writes eight packed rows' block `block` as rows `8h..8h + 8`
+    /// (`h < 2`): the same bytes [`set_row`](Self::set_row) of each would
+    /// write, copied a packed word row at a time.
+    #[inline]
+    pub(crate) fn set_group(&mut self, h: usize, block: &BlockQ4_0x8) {
+        for (q, words) in self.qs.iter_mut().zip(&block.qs) {
+            q[32 * h..32 * h + 32].copy_from_slice(bytemuck::cast_slice(words));
+        }
+        for (d, bits) in self.d[8 * h..8 * h + 8].iter_mut().zip(&block.d) {
+            *d = half::f16::from_le_bytes(*bits).to_f32();
+        }
     }
 }
 

@@ -103,7 +103,8 @@ pub use block::{BlockQ8_0, WeightBlock, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
 pub use kcommon::QK_K;
 pub use packed::{
-    pack_q4_k_rows8, pack_q5_k_rows8, pack_rows8, BlockQ4Kx8, BlockQ5Kx8, PackedBlock, PACK_ROWS,
+    pack_q4_0_rows8, pack_q4_k_rows8, pack_q5_k_rows8, pack_rows8, BlockQ4Kx8, BlockQ4_0x8,
+    BlockQ5Kx8, PackedBlock, PACK_ROWS,
 };
 pub use q4_0::{
     dequantize_row_q4_0, dequantize_row_q4_0_into, dot_q4_0_act, dot_q4_0_q8_0,

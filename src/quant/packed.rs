@@ -1,5 +1,5 @@
-//! Q4_K and Q5_K rows packed eight at a time: the layout the AVX-512
-//! eight-row decode kernel reads without rearranging anything.
+//! Q4_K, Q5_K and Q4_0 rows packed eight at a time: the layout the
+//! AVX-512 eight-row decode kernels read without rearranging anything.
 //!
 //! That kernel computes eight rows at once, one per 64-bit slot of a
 //! register, so it needs each block's nibbles (and Q5_K's fifth bits) of
@@ -11,10 +11,17 @@
 //! exactly the order the kernel loads them, and a group's blocks follow
 //! each other, so a product reads its matrix front to back.
 //! [`PackedBlock::row`] gives a row's block back, byte for byte.
+//!
+//! Q4_0 ([`BlockQ4_0x8`]) packs for another reason: its AVX-512 decode
+//! kernel puts eight rows in a register's eight `i32` lanes, so that a
+//! block's exact integer sums come out one per lane, with no reduction
+//! across lanes (which a row at a time needs for each block); packed,
+//! four bytes of each of the eight rows lie side by side, one load each.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::block::WeightBlock;
+use super::q4_0::BlockQ4_0;
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
 
@@ -73,6 +80,45 @@ pub struct BlockQ5Kx8 {
 
 const _: () = assert!(core::mem::size_of::<BlockQ5Kx8>() == PACK_ROWS * 176);
 const _: () = assert!(core::mem::align_of::<BlockQ5Kx8>() == 1);
+
+/// Block `b` of eight consecutive Q4_0 rows, packed: `qs[p][r]` is row
+/// `r`'s nibble bytes `4p..4p + 4` (their low nibbles weights `4p..4p + 4`,
+/// their high ones `16 + 4p..`), `d[r]` its f16 scale. 144 bytes, the
+/// eight blocks' own 18 each, with alignment 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_0x8 {
+    /// The rows' nibble bytes, four of each row per 32 bytes.
+    pub qs: [[[u8; 4]; PACK_ROWS]; 4],
+    /// Each row's scale, as raw little-endian f16 bytes.
+    pub d: [[u8; 2]; PACK_ROWS],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ4_0x8>() == PACK_ROWS * 18);
+const _: () = assert!(core::mem::align_of::<BlockQ4_0x8>() == 1);
+
+impl PackedBlock for BlockQ4_0x8 {
+    type Row = BlockQ4_0;
+
+    fn pack(rows: [&BlockQ4_0; PACK_ROWS]) -> Self {
+        let mut p = Self::zeroed();
+        for (r, row) in rows.iter().enumerate() {
+            let (words, _) = row.qs.as_chunks::<4>();
+            for (q, w) in p.qs.iter_mut().zip(words) {
+                q[r] = *w;
+            }
+            p.d[r] = row.d;
+        }
+        p
+    }
+
+    fn row(&self, r: usize) -> BlockQ4_0 {
+        BlockQ4_0 {
+            d: self.d[r],
+            qs: bytemuck::cast(self.qs.map(|q| q[r])),
+        }
+    }
+}
 
 /// The first 16 bytes of a K-quant block (`d`, `dmin`, `scales`).
 fn head<B: Pod>(b: &B) -> [u8; 16] {
@@ -172,6 +218,15 @@ pub fn pack_q4_k_rows8(w: &[BlockQ4K], nb: usize) -> Vec<BlockQ4Kx8> {
 ///
 /// As [`pack_rows8`].
 pub fn pack_q5_k_rows8(w: &[BlockQ5K], nb: usize) -> Vec<BlockQ5Kx8> {
+    pack_rows8(w, nb)
+}
+
+/// [`pack_rows8`] of a Q4_0 matrix.
+///
+/// # Panics
+///
+/// As [`pack_rows8`].
+pub fn pack_q4_0_rows8(w: &[BlockQ4_0], nb: usize) -> Vec<BlockQ4_0x8> {
     pack_rows8(w, nb)
 }
 
@@ -276,6 +331,35 @@ mod tests {
         for nb in [1, 3, 4] {
             check::<BlockQ4Kx8>(nb, &[(128, 16)]);
             check::<BlockQ5Kx8>(nb, &[(128, 48), (1152, 16)]);
+        }
+    }
+
+    /// Q4_0: every row's block comes back byte for byte, the packed bytes
+    /// put row `r`'s nibble bytes `4p..4p + 4` at `32p + 4r` and its scale
+    /// at `128 + 2r`, and packing in place writes the same bytes.
+    #[test]
+    fn q4_0_packing_keeps_every_byte_of_every_row() {
+        for nb in [1, 3, 4] {
+            let w: Vec<BlockQ4_0> = blocks(2 * PACK_ROWS * nb, nb as u32);
+            let packed = pack_q4_0_rows8(&w, nb);
+            assert_eq!(packed.len(), 2 * nb);
+            for (i, p) in packed.iter().enumerate() {
+                let (g, b) = (i / nb, i % nb);
+                let pb = bytemuck::bytes_of(p);
+                for r in 0..PACK_ROWS {
+                    let want = w[(PACK_ROWS * g + r) * nb + b];
+                    assert_eq!(p.row(r), want, "group {g} block {b} row {r}");
+                    for q in 0..4 {
+                        assert_eq!(&pb[32 * q + 4 * r..32 * q + 4 * r + 4], &want.qs[4 * q..4 * q + 4]);
+                    }
+                    assert_eq!(&pb[128 + 2 * r..130 + 2 * r], &want.d);
+                }
+            }
+            let mut bytes = bytemuck::cast_slice::<BlockQ4_0, u8>(&w).to_vec();
+            let file = bytes.clone();
+            assert!(pack_in_place::<BlockQ4_0x8>(&mut bytes, nb));
+            assert_eq!(bytes, bytemuck::cast_slice::<BlockQ4_0x8, u8>(&packed));
+            assert_eq!(unpack_bytes::<BlockQ4_0x8>(&bytes, nb), Some(file));
         }
     }
 

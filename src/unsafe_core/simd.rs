@@ -34,7 +34,7 @@ mod x86 {
         B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
         ROWS16,
     };
-    use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
+    use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
     use crate::quant::q4_0::BlockQ4_0;
     use crate::quant::q4_k::BlockQ4K;
     use crate::quant::q5_k::BlockQ5K;
@@ -523,6 +523,19 @@ mod x86 {
             // found every feature this kernel enables (avx512bw included).
             // Checked by: src/quant/dot/mod.rs::k_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_k4_4x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn dot_q4_0_packed8(
+            self,
+            w: &[BlockQ4_0x8],
+            g: &[NibbleGroup],
+            x: &[ActBlock],
+        ) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::packed_q4_0_equals_dot_q4_0
+            unsafe { avx512vnni::dot_q4_0_packed8(w, g, x) }
         }
 
         #[inline]

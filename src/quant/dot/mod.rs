@@ -81,7 +81,7 @@ use super::kgroup::{
     self, B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
     ROWS16,
 };
-use super::packed::{BlockQ4Kx8, BlockQ5Kx8, PackedBlock};
+use super::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, PackedBlock};
 use super::q4_0::{BlockQ4_0, QK4_0};
 use super::q4_k::BlockQ4K;
 use super::q5_k::BlockQ5K;
@@ -572,9 +572,9 @@ fn check_lengths(cols: usize, x_len: usize, rows: usize, out_len: usize) -> Resu
 /// # Panics
 ///
 /// If `w.len() != x.len()`.
-fn unpacked_dots<P: PackedBlock>(
+fn unpacked_dots<P: PackedBlock, X>(
     w: &[P],
-    x: &[BlockQ8K],
+    x: &[X],
     dot: impl Fn(&[P::Row]) -> f32,
 ) -> [f32; 8]
 where
@@ -1064,6 +1064,37 @@ impl Dispatch {
                 assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
                 self.dot_q4_k(wr, x)
             }),
+        }
+    }
+
+    /// Whether decode reads Q4_0 matrices packed eight rows at a time
+    /// ([`BlockQ4_0x8`]) as they lie (AVX-512 VNNI), so a model packs them
+    /// at load. Elsewhere a packed matrix still works, each row unpacked
+    /// into a scratch row first.
+    #[inline]
+    pub(crate) fn reads_packed_q4_0(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// `dot_q4_0` (as [`dot_q4_0_decode`](Self::dot_q4_0_decode) gives it)
+    /// of each of eight rows packed ([`BlockQ4_0x8`]) with `x`, bit for bit
+    /// (NaN payloads aside). On AVX-512 VNNI one pass over the packed
+    /// blocks as they lie; elsewhere each row unpacked into a scratch row
+    /// (see [`unpacked_dots`]), then this kernel's dot.
+    ///
+    /// # Panics
+    ///
+    /// If `w.len()` is not `x`'s block count.
+    #[inline]
+    pub(crate) fn dot_q4_0_packed8(self, w: &[BlockQ4_0x8], x: &QuantizedVector) -> [f32; 8] {
+        match (self, x.nibble_groups()) {
+            #[cfg(target_arch = "x86_64")]
+            (Dispatch::Avx512Vnni(t), Some(g)) => t.dot_q4_0_packed8(w, g, x.act()),
+            _ => unpacked_dots(w, x.act(), |row| self.dot_q4_0_decode(row, x)),
         }
     }
 
@@ -3250,6 +3281,62 @@ mod tests {
                     });
                     prop_assert!(ragged.is_err());
                 }
+            });
+        }
+    }
+
+    /// Every kernel's product of eight packed Q4_0 rows
+    /// (`dot_q4_0_packed8`) gives each row's decode dot bits
+    /// (`dot_q4_0_decode`), for eight rows of any nibbles, NaN, infinite
+    /// and tiny scales, and 0 to 27 blocks (whole groups of eight and the
+    /// blocks after them, each residue of the four partial sums); packed
+    /// rows shorter than the activation panic.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn packed_q4_0_equals_dot_q4_0() {
+        use crate::quant::pack_q4_0_rows8;
+        use proptest::prelude::*;
+        let scale = prop_oneof![
+            8 => -4.0f32..4.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+            1 => Just(6e-8f32),
+        ];
+        let case = (0usize..=27).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 8 * nb * 16),
+                prop::collection::vec(scale.clone(), 8 * nb),
+                prop::collection::vec(-1.0f32..1.0, nb * 32),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("packed_q4_0_equals_dot_q4_0: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(64), |((nb, q4, ds, xf) in case.clone())| {
+                let w: Vec<BlockQ4_0> = (0..8 * nb).map(|i| BlockQ4_0 {
+                    d: f16::from_f32(ds[i]).to_le_bytes(),
+                    qs: q4[16 * i..16 * i + 16].try_into().unwrap(),
+                }).collect();
+                let mut x = QuantizedVector::new();
+                x.quantize_from(&xf).unwrap();
+                if nb == 0 {
+                    prop_assert!(k.dot_q4_0_packed8(&[], &x).iter().all(|&v| v == 0.0));
+                    return Ok(());
+                }
+                let p = pack_q4_0_rows8(&w, nb);
+                let got = k.dot_q4_0_packed8(&p, &x);
+                for r in 0..8 {
+                    let want = k.dot_q4_0_decode(&w[r * nb..(r + 1) * nb], &x);
+                    prop_assert!(same(got[r], want), "{:?} row {}: {} vs {}", kernel, r, got[r], want);
+                }
+                prop_assert!(std::panic::catch_unwind(|| k.dot_q4_0_packed8(&p[1..], &x)).is_err());
             });
         }
     }

@@ -46,7 +46,7 @@ use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{
     B32Levels, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS, ROWS16,
 };
-use crate::quant::packed::{BlockQ4Kx8, BlockQ5Kx8};
+use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
 use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
@@ -890,6 +890,79 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
         acc = super::avx2_q8::add_terms8(acc, d_w, bytemuck::cast(gc.d), isum);
     }
     super::avx2_q8::q4_0_groups_end(acc, w_rest, x_rest, 8 * w8.len())
+}
+
+/// Eight Q4_0 rows packed ([`BlockQ4_0x8`]) against the activation `x`
+/// (with its groups of eight blocks, `g`, for their offsets): AVX2's
+/// `dot_q4_0` of each row, bit for bit (NaN payloads aside), as
+/// [`dot_q4_0_groups`] gives for one row.
+///
+/// Each `i32` lane of a 256-bit register is one row: per four weights one
+/// `vpdpbusd` of the eight rows' levels by the activation's four values,
+/// broadcast, onto lanes that start at the block's offset (`-8` times the
+/// activation block's sum), so a block's eight steps leave each row's
+/// exact block sum in its lane with nothing to reduce, and the block's
+/// float step, AVX2's, runs once for the eight rows: `(d_w * d_x) * isum`
+/// added to partial sum `b % 4`, the four sums added as `(s0 + s1) + (s2 +
+/// s3)`. A group's blocks lie one after another, so the rows stream front
+/// to back.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()` or `g` is not `x`'s groups of eight.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn dot_q4_0_packed8(w: &[BlockQ4_0x8], g: &[NibbleGroup], x: &[ActBlock]) -> [f32; 8] {
+    assert_eq!(w.len(), x.len(), "dot: block counts differ");
+    assert_eq!(
+        g.len(),
+        x.len() / 8,
+        "dot_q4_0_packed8: the groups do not match the blocks"
+    );
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let (w8, w_rest) = w.as_chunks::<8>();
+    let (x8, x_rest) = x.as_chunks::<8>();
+    for ((wc, xc), gc) in w8.iter().zip(x8).zip(g) {
+        for i in 0..8 {
+            let t = q4_0_packed_terms(&wc[i], &xc[i], gc.off[i]);
+            acc[i % 4] = _mm256_add_ps(acc[i % 4], t);
+        }
+    }
+    // The blocks after the last whole group (its first one a multiple of
+    // eight, so `i % 4` is still the block's residue).
+    for (i, (wb, xb)) in w_rest.iter().zip(x_rest).enumerate() {
+        let off = xb.neg_bias.iter().sum::<i32>() / 16;
+        acc[i % 4] = _mm256_add_ps(acc[i % 4], q4_0_packed_terms(wb, xb, off));
+    }
+    bytemuck::cast(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ))
+}
+
+/// Block `wb` of [`dot_q4_0_packed8`]'s eight rows against `xb` (whose
+/// offset is `off`): the eight rows' terms `(d_w * d_x) * isum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q4_0_packed_terms(wb: &BlockQ4_0x8, xb: &ActBlock, off: i32) -> __m256 {
+    let low4 = _mm256_set1_epi8(0x0f);
+    let q: [__m256i; 4] = bytemuck::cast(wb.qs);
+    let (xq, _) = xb.qs.as_chunks::<4>();
+    let four = |p: usize| _mm256_set1_epi32(i32::from_le_bytes(xq[p].map(|v| v as u8)));
+    // Two chains (low and high nibbles) of four steps each, not one of
+    // eight: the block's latency halves.
+    let mut lo = _mm256_set1_epi32(off);
+    let mut hi = _mm256_setzero_si256();
+    for (p, &v) in q.iter().enumerate() {
+        lo = _mm256_dpbusd_epi32(lo, _mm256_and_si256(v, low4), four(p));
+        let h = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low4);
+        hi = _mm256_dpbusd_epi32(hi, h, four(p + 4));
+    }
+    let isum = _mm256_add_epi32(lo, hi);
+    let d_w = _mm256_cvtph_ps(bytemuck::cast::<_, __m128i>(wb.d));
+    _mm256_mul_ps(
+        _mm256_mul_ps(d_w, _mm256_set1_ps(xb.d)),
+        _mm256_cvtepi32_ps(isum),
+    )
 }
 
 /// Sixteen Q4_0 weight rows ([`Q4_0Rows16`], block by block) against `T`
