@@ -13,7 +13,7 @@
 //! drift hits both alike; printed as GB/s and the ratio.
 //!
 //! Knobs, for finding where a kernel stands: `STREAM_TYPES=q4_k,q6_k`
-//! runs only those types, `STREAM_COLS=4096` changes the width, and
+//! runs only those types (`q4_0p`: Q4_0 rows packed eight at a time), `STREAM_COLS=4096` changes the width, and
 //! `STREAM_MB=1` makes the matrices small enough to stay in cache (each
 //! timing then repeats its pass; `STREAM_KB=256` for a size that stays in
 //! a 1 MB L2 beside the activation), which times the kernel's own work: a
@@ -27,10 +27,10 @@ use std::time::Instant;
 
 use common::values;
 use inferno_cpu::backend::{AnyBackend, Backend};
-use inferno_cpu::matvec::{BlockMatrix, Q8Matrix, Weight};
+use inferno_cpu::matvec::{BlockMatrix, PackedMatrix, Q8Matrix, Weight};
 use inferno_cpu::quant::{
-    quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_0,
-    QuantizedVector,
+    pack_q4_0_rows8, quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k,
+    quantize_row_q8_0, QuantizedVector, PACK_ROWS, QK4_0,
 };
 
 /// Columns of every matrix, unless `STREAM_COLS` says otherwise.
@@ -159,5 +159,19 @@ fn main() {
         let (b, rows) = matrix(|r| quantize_row_q4_0(r).unwrap());
         let w = Weight::Q4_0(BlockMatrix::new(bytemuck::cast_slice(&b), rows, cols()).unwrap());
         run("Q4_0", &backend, w, &b);
+    }
+    if want("q4_0p") {
+        // Rows packed eight at a time, as a model loaded on AVX-512 VNNI
+        // holds its Q4_0 projections (elsewhere the packed kernel unpacks
+        // each row first).
+        let (mut b, rows) = matrix(|r| quantize_row_q4_0(r).unwrap());
+        let rows = rows / PACK_ROWS * PACK_ROWS;
+        let nb = cols() / QK4_0;
+        let packed = pack_q4_0_rows8(bytemuck::cast_slice(&b[..rows * nb * 18]), nb);
+        b[..rows * nb * 18].copy_from_slice(bytemuck::cast_slice(&packed));
+        let w = Weight::Q4_0Packed(
+            PackedMatrix::new(bytemuck::cast_slice(&b[..rows * nb * 18]), rows, cols()).unwrap(),
+        );
+        run("Q4_0p", &backend, w, &b[..rows * nb * 18]);
     }
 }
