@@ -21,7 +21,8 @@ use half::{bf16, f16};
 
 use crate::quant::dot::{Dispatch, KRow, RowPrefetch};
 use crate::quant::kgroup::{
-    B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, GROUP_ROWS, ROWS16,
+    B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8KAct, GROUP_ROWS,
+    ROWS16,
 };
 use crate::quant::{
     ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
@@ -371,6 +372,11 @@ pub(crate) fn matmul_rows_any(
     // copied back to GGML's layout, the same bytes) [`TASK_ROWS`] at a
     // time, so a product on one thread copies a slice of the matrix and
     // not all of it, and runs the row-major paths on them.
+    // AVX-512's sixteen-row K-quant GEMM interleaves the rows from the
+    // packed blocks directly.
+    if k.matmul_uses_k4_rows16() && k4_rows16(k, w, xs, r0, segs) == segs.len() {
+        return;
+    }
     if let Weight::Q4KPacked(p) = w {
         return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
             let plain = Weight::Q4K(BlockMatrix::from_checked(rows, n, p.cols()));
@@ -404,9 +410,12 @@ pub(crate) fn matmul_rows_any(
                 }
             }
         };
-        if k.matmul_uses_q4_0_rows16() && gemm_q4_0_rows16(k, p.cols(), fill, xs, segs) == segs.len()
-        {
-            return;
+        if k.matmul_uses_q4_0_rows16() {
+            let nb = p.blocks_per_row();
+            let acts = q4_0_acts(xs, segs.len());
+            if gemm_rows16::<Q4_0Gemm>(k, nb, &acts, fill, segs) == segs.len() {
+                return;
+            }
         }
         return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
             let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
@@ -506,7 +515,8 @@ pub(crate) fn gemm_group_rows(
                     }
                 }
             };
-            return gemm_q4_0_rows16(k, m.cols(), fill, xs, segs);
+            let acts = q4_0_acts(xs, segs.len());
+            return gemm_rows16::<Q4_0Gemm>(k, m.blocks_per_row(), &acts, fill, segs);
         }
     }
     let vector = match w {
@@ -583,70 +593,125 @@ pub(crate) fn gemm_group_rows(
     done * GROUP_ROWS
 }
 
-/// Computes the `len` weight rows of a Q4_0 matrix `cols` wide (`len` the
-/// segments' length; `fill(tile, j0, rows)` writes rows `j0..j0 + rows`,
-/// at most sixteen, into the tile's first lanes) against every
-/// batch row with AVX-512's sixteen-row GEMM
-/// ([`Dispatch::gemm_q4_0_rows16`]), each value the decode product's bits;
-/// returns the batch rows done (all of them, or none for a matrix without
-/// columns).
+/// A sixteen-row GEMM of AVX-512 VNNI (`quant::kgroup`'s [`Q4_0Rows16`],
+/// [`K4Rows16`]): its weight tile, its activation form and its kernel.
+trait Rows16Gemm {
+    /// Sixteen weight rows' block, interleaved.
+    type Tile: bytemuck::Pod;
+    /// An activation block in the kernel's form.
+    type Act: Copy;
+    /// Activation rows a call takes at most (what the kernel's
+    /// accumulators leave of the registers).
+    const MAX_T: usize;
+    /// Zeroes rows `from..16` of `tile` (a product's last tile).
+    fn clear_rows(tile: &mut Self::Tile, from: usize);
+    fn gemm<const T: usize>(
+        k: Dispatch,
+        w: &[Self::Tile],
+        x: [&[Self::Act]; T],
+    ) -> [[f32; ROWS16]; T];
+}
+
+/// Q4_0's sixteen-row GEMM ([`Dispatch::gemm_q4_0_rows16`]).
+struct Q4_0Gemm;
+
+impl Rows16Gemm for Q4_0Gemm {
+    type Tile = Q4_0Rows16;
+    type Act = Q4_0Act;
+    const MAX_T: usize = 8;
+    fn clear_rows(tile: &mut Q4_0Rows16, from: usize) {
+        for r in from..ROWS16 {
+            tile.set_row(r, &bytemuck::Zeroable::zeroed());
+        }
+    }
+    fn gemm<const T: usize>(
+        k: Dispatch,
+        w: &[Q4_0Rows16],
+        x: [&[Q4_0Act]; T],
+    ) -> [[f32; ROWS16]; T] {
+        k.gemm_q4_0_rows16(w, x)
+    }
+}
+
+/// Q4_K's and Q5_K's sixteen-row GEMM ([`Dispatch::gemm_k4_rows16`]).
+struct K4Gemm;
+
+impl Rows16Gemm for K4Gemm {
+    type Tile = K4Rows16;
+    type Act = Q8KAct;
+    // Four activation rows' two float sums and integer sum beside a
+    // sub-block's eight registers of levels.
+    const MAX_T: usize = 4;
+    fn clear_rows(tile: &mut K4Rows16, from: usize) {
+        for r in from..ROWS16 {
+            tile.set_row(r, &bytemuck::Zeroable::zeroed());
+        }
+    }
+    fn gemm<const T: usize>(k: Dispatch, w: &[K4Rows16], x: [&[Q8KAct]; T]) -> [[f32; ROWS16]; T] {
+        k.gemm_k4_rows16(w, x)
+    }
+}
+
+/// Computes the `len` weight rows of a matrix of `nb` blocks per row (`len`
+/// the segments' length; `fill(tile, j0, rows)` writes rows `j0..j0 +
+/// rows`, at most sixteen, into the tile's first lanes) against every
+/// batch row (`acts`, `nb` blocks per row, in the kernel's form) with a
+/// sixteen-row GEMM of AVX-512 ([`Rows16Gemm`]), each value the decode
+/// product's bits; returns the batch rows done (all of them, or none for a
+/// matrix without columns).
 ///
-/// The batch is copied once into [`Q4_0Act`]s (40 bytes a block, so a
-/// 128-row batch of 3072-wide rows stays in L2), then each tile of sixteen
-/// weight rows is interleaved ([`Q4_0Rows16`], read a row at a time, which
-/// the hardware prefetchers follow) and meets every batch row, eight at a
-/// time.
-fn gemm_q4_0_rows16(
+/// Each tile of sixteen weight rows is interleaved (read a row at a time,
+/// which the hardware prefetchers follow) and meets every batch row, up to
+/// eight at a time. The activation forms are compact (40 bytes per 32
+/// Q4_0 columns, so a 128-row batch of 3072-wide rows stays in L2).
+fn gemm_rows16<G: Rows16Gemm>(
     k: Dispatch,
-    cols: usize,
-    fill: impl Fn(&mut [Q4_0Rows16], usize, usize),
-    xs: &QuantizedBatch,
+    nb: usize,
+    acts: &[G::Act],
+    fill: impl Fn(&mut [G::Tile], usize, usize),
     segs: &mut [&mut [f32]],
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
-    let nb = cols / crate::quant::QK4_0;
     if len == 0 || nb == 0 {
         return 0;
     }
-    let acts: Vec<Q4_0Act> = (0..segs.len())
-        .flat_map(|t| xs.act_row(t).iter().map(Q4_0Act::new))
-        .collect();
-    let mut tile: Vec<Q4_0Rows16> = vec![bytemuck::Zeroable::zeroed(); nb];
+    let mut tile: Vec<G::Tile> = vec![bytemuck::Zeroable::zeroed(); nb];
     for j0 in (0..len).step_by(ROWS16) {
         let rows = ROWS16.min(len - j0);
         fill(&mut tile, j0, rows);
         if rows < ROWS16 {
             for t in &mut tile {
-                for r in rows..ROWS16 {
-                    t.set_row(r, &bytemuck::Zeroable::zeroed());
-                }
+                G::clear_rows(t, rows);
             }
         }
+        let cols = j0..j0 + rows;
         let mut i = 0;
         while i < segs.len() {
-            i += match segs.len() - i {
-                8.. => rows16_step::<8>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
-                4.. => rows16_step::<4>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
-                2.. => rows16_step::<2>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
-                _ => rows16_step::<1>(k, &tile, &acts, nb, i, segs, j0..j0 + rows),
+            let n = (segs.len() - i).min(G::MAX_T);
+            i += match n {
+                8.. => rows16_step::<G, 8>(k, &tile, acts, nb, i, segs, cols.clone()),
+                4.. => rows16_step::<G, 4>(k, &tile, acts, nb, i, segs, cols.clone()),
+                2.. => rows16_step::<G, 2>(k, &tile, acts, nb, i, segs, cols.clone()),
+                _ => rows16_step::<G, 1>(k, &tile, acts, nb, i, segs, cols.clone()),
             };
         }
     }
     segs.len()
 }
 
-/// One call of the sixteen-row Q4_0 GEMM: batch rows `i..i + T` against
-/// `tile`, written to weight rows `cols` of their segments; returns `T`.
-fn rows16_step<const T: usize>(
+/// One call of a sixteen-row GEMM: batch rows `i..i + T` against `tile`,
+/// written to weight rows `cols` of their segments; returns `T`.
+fn rows16_step<G: Rows16Gemm, const T: usize>(
     k: Dispatch,
-    tile: &[Q4_0Rows16],
-    acts: &[Q4_0Act],
+    tile: &[G::Tile],
+    acts: &[G::Act],
     nb: usize,
     i: usize,
     segs: &mut [&mut [f32]],
     cols: Range<usize>,
 ) -> usize {
-    let y = k.gemm_q4_0_rows16::<T>(
+    let y = G::gemm::<T>(
+        k,
         tile,
         core::array::from_fn(|t| &acts[(i + t) * nb..(i + t + 1) * nb]),
     );
@@ -654,6 +719,106 @@ fn rows16_step<const T: usize>(
         seg[cols.clone()].copy_from_slice(&yt[..cols.len()]);
     }
     T
+}
+
+/// [`gemm_rows16`] of a packed Q4_K or Q5_K matrix, its rows `r0..` (the
+/// segments' length); 0 for any other matrix. A tile of two whole packed
+/// groups takes its levels from the packed words in one pass
+/// ([`Dispatch::k4_tile_levels`]) and its scales from the groups' heads;
+/// any other (a thread's range that starts inside a group) a row at a
+/// time. Row-major Q4_K and Q5_K matrices (a mapped file's) keep the
+/// interleaved groups' GEMM, which unpacks each row once per pass.
+fn k4_rows16(
+    k: Dispatch,
+    w: &Weight<'_>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+) -> usize {
+    /// The packed blocks of one group of eight rows, for a tile.
+    struct Group<'g> {
+        heads: &'g [[u8; 16]; PACK_ROWS],
+        qs: &'g [[[u8; 8]; PACK_ROWS]; 16],
+        qh: Option<&'g [[[u8; 8]; PACK_ROWS]; 4]>,
+    }
+    fn run<P: PackedBlock>(
+        k: Dispatch,
+        p: &PackedMatrix<'_, P>,
+        r0: usize,
+        xs: &QuantizedBatch,
+        segs: &mut [&mut [f32]],
+        group: impl Fn(&P) -> Group<'_>,
+        levels: impl Fn(&P::Row) -> K4Levels,
+    ) -> usize {
+        let fill = |tile: &mut [K4Rows16], j0: usize, rows: usize| {
+            let first = r0 + j0;
+            if first.is_multiple_of(PACK_ROWS) && rows.is_multiple_of(PACK_ROWS) {
+                let g0 = p.group(first / PACK_ROWS);
+                // A last tile of one group reads it twice; its second half
+                // is zeroed after.
+                let g1 = p.group(first / PACK_ROWS + rows / PACK_ROWS - 1);
+                for (t, (b0, b1)) in tile.iter_mut().zip(g0.iter().zip(g1)) {
+                    let (a, c) = (group(b0), group(b1));
+                    k.k4_tile_levels(t, [a.qs, c.qs], a.qh.zip(c.qh).map(|(x, y)| [x, y]));
+                    for r in 0..PACK_ROWS {
+                        t.set_head(r, &a.heads[r]);
+                        t.set_head(PACK_ROWS + r, &c.heads[r]);
+                    }
+                }
+            } else {
+                for r in 0..rows {
+                    for (b, t) in tile.iter_mut().enumerate() {
+                        t.set_row(r, &levels(&p.row_block(first + r, b)));
+                    }
+                }
+            }
+        };
+        let acts = q8_k_acts(xs, segs.len());
+        gemm_rows16::<K4Gemm>(k, p.blocks_per_row(), &acts, fill, segs)
+    }
+    match w {
+        Weight::Q4KPacked(p) => run(
+            k,
+            p,
+            r0,
+            xs,
+            segs,
+            |b| Group {
+                heads: &b.heads,
+                qs: &b.qs,
+                qh: None,
+            },
+            K4Levels::q4_k,
+        ),
+        Weight::Q5KPacked(p) => run(
+            k,
+            p,
+            r0,
+            xs,
+            segs,
+            |b| Group {
+                heads: &b.heads,
+                qs: &b.qs,
+                qh: Some(&b.qh),
+            },
+            K4Levels::q5_k,
+        ),
+        _ => 0,
+    }
+}
+
+/// The batch's Q8_0 blocks in [`Q4_0Gemm`]'s form, `rows` rows.
+fn q4_0_acts(xs: &QuantizedBatch, rows: usize) -> Vec<Q4_0Act> {
+    (0..rows)
+        .flat_map(|t| xs.act_row(t).iter().map(Q4_0Act::new))
+        .collect()
+}
+
+/// The batch's Q8_K blocks in [`K4Gemm`]'s form, `rows` rows.
+fn q8_k_acts(xs: &QuantizedBatch, rows: usize) -> Vec<Q8KAct> {
+    (0..rows)
+        .flat_map(|t| xs.k_row(t).iter().map(Q8KAct::new))
+        .collect()
 }
 
 /// Weight-row sets (of two rows) the Q8_0 and Q4_0 GEMM unpacks before a

@@ -219,6 +219,44 @@ pub(crate) fn gemm_k4_reference(w: [&[K4Levels]; 4], x: &[Q8KGroup]) -> [[f32; G
     })
 }
 
+/// [`gemm_k4_reference`]'s steps for sixteen interleaved rows
+/// ([`K4Rows16`]) against `T` activation rows ([`Q8KAct`]): `out[t][r]`
+/// is the single-row Q4_K/Q5_K dot of row `r` with row `t`, in plain
+/// Rust. What `avx512vnni::gemm_k4_rows16` returns.
+///
+/// # Panics
+///
+/// If an activation row's block count differs from `w.len()`.
+pub(crate) fn gemm_k4_rows16_reference<const T: usize>(
+    w: &[K4Rows16],
+    x: [&[Q8KAct]; T],
+) -> [[f32; ROWS16]; T] {
+    core::array::from_fn(|t| {
+        assert_eq!(x[t].len(), w.len(), "K-quant GEMM: block counts differ");
+        core::array::from_fn(|r| {
+            let (mut acc, mut acc_min) = (0.0f32, 0.0f32);
+            for (wb, xb) in w.iter().zip(x[t]) {
+                let mut isum = 0i32;
+                for j in 0..8 {
+                    let s: i32 = (32 * j..32 * j + 32)
+                        .map(|k| i32::from(wb.q[k / 4][4 * r + k % 4]) * i32::from(xb.qs[k]))
+                        .sum();
+                    isum += wb.sc[j][r] * s;
+                }
+                let msum: i32 = (0..8)
+                    .map(|j| {
+                        let half = |v: i32| if j % 2 == 0 { v as i16 } else { (v >> 16) as i16 };
+                        i32::from(half(wb.mins[j / 2][r])) * i32::from(half(xb.bs[j / 2]))
+                    })
+                    .sum();
+                acc = (wb.d[r] * xb.d).mul_add(isum as f32, acc);
+                acc_min -= (wb.dmin[r] * xb.d) * msum as f32;
+            }
+            acc + acc_min
+        })
+    })
+}
+
 /// What the Q6_K GEMM returns (see [`gemm_k4_reference`]): per block, the
 /// exact `sum sc_j * (q - 32) * x` and one FMA of `(d * d_x) * f32(sum)`.
 ///
@@ -424,6 +462,133 @@ impl Q4_0Act {
             // The lanes hold `-128` times each four values' sum.
             off: x.neg_bias.iter().sum::<i32>() / 16,
         }
+    }
+}
+
+/// Block `b` of sixteen Q4_K or Q5_K weight rows, unpacked and interleaved
+/// for the AVX-512 K-quant GEMM (`avx512vnni::gemm_k4_rows16`), as
+/// [`Q4_0Rows16`] is for Q4_0: one weight row per `i32` lane, so a
+/// sub-block's eight `vpdpbusd` steps (the activation's four values
+/// broadcast) leave each row's exact sub-block sum in its lane, and one
+/// `vpmulld` by the rows' scales and one `vpdpwssd` per two sub-blocks'
+/// mins finish the block's integers with nothing to reduce.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct K4Rows16 {
+    /// `q[s][4r..4r + 4]` = row `r`'s levels `4s..4s + 4` (sub-block `s /
+    /// 8`).
+    pub(crate) q: [[u8; 64]; QK_K / 4],
+    /// `sc[j][r]` = row `r`'s sub-block `j` scale.
+    pub(crate) sc: [[i32; ROWS16]; 8],
+    /// `mins[k][r]` = row `r`'s mins of sub-blocks `2k` (low half) and
+    /// `2k + 1` (high half), a `vpdpwssd` operand.
+    pub(crate) mins: [[i32; ROWS16]; 4],
+    /// Each row's scale and min scale.
+    pub(crate) d: [f32; ROWS16],
+    pub(crate) dmin: [f32; ROWS16],
+}
+
+const _: () = assert!(core::mem::size_of::<K4Rows16>() == 4992);
+
+impl K4Rows16 {
+    /// Writes an unpacked block as row `r`'s (`r < 16`).
+    #[inline]
+    pub(crate) fn set_row(&mut self, r: usize, l: &K4Levels) {
+        let (words, _) = l.q.as_chunks::<4>();
+        for (q, w) in self.q.iter_mut().zip(words) {
+            q[4 * r..4 * r + 4].copy_from_slice(w);
+        }
+        for j in 0..8 {
+            self.sc[j][r] = l.sc[j] >> 16;
+        }
+        for k in 0..4 {
+            self.mins[k][r] =
+                i32::from(l.mins[2 * k] as u16) | (i32::from(l.mins[2 * k + 1]) << 16);
+        }
+        self.d[r] = l.d;
+        self.dmin[r] = l.dmin;
+    }
+
+    /// Writes row `r`'s scales, mins, scale and min scale from a block's
+    /// first 16 bytes (`d`, `dmin`, the packed scales: a packed group's
+    /// `heads[r]`), as [`set_row`](Self::set_row) of the block would.
+    #[inline]
+    pub(crate) fn set_head(&mut self, r: usize, head: &[u8; 16]) {
+        let (d, rest) = head.split_at(2);
+        let (dmin, scales) = rest.split_at(2);
+        let scales: &[u8; 12] = scales.try_into().expect("12 bytes");
+        let mut m = [0i32; 8];
+        for (j, (sc, mn)) in self.sc.iter_mut().zip(&mut m).enumerate() {
+            let (s, n) = super::kcommon::scale_min_k4(j, scales);
+            sc[r] = i32::from(s);
+            *mn = i32::from(n);
+        }
+        for k in 0..4 {
+            self.mins[k][r] = m[2 * k] | (m[2 * k + 1] << 16);
+        }
+        self.d[r] = half::f16::from_le_bytes([d[0], d[1]]).to_f32();
+        self.dmin[r] = half::f16::from_le_bytes([dmin[0], dmin[1]]).to_f32();
+    }
+}
+
+/// Rows `0..8` and `8..16` of a [`K4Rows16`] tile's levels from block `b`
+/// of two packed groups of eight Q4_K rows (their nibble words `qs`, a
+/// group's `BlockQ4Kx8::qs`) and, for Q5_K, their fifth-bit words `qh`
+/// (`BlockQ5Kx8::qh`): what [`K4Rows16::set_row`] of each row's unpacked
+/// block writes to `q`, in plain Rust (the AVX-512 form is
+/// `avx512vnni::k4_tile_levels`).
+pub(crate) fn k4_tile_levels_reference(
+    t: &mut K4Rows16,
+    qs: [&[[[u8; 8]; 8]; 16]; 2],
+    qh: Option<[&[[[u8; 8]; 8]; 4]; 2]>,
+) {
+    for r in 0..ROWS16 {
+        let (g, rr) = (r / 8, r % 8);
+        for i in 0..QK_K {
+            // Weight `64h + i'` (`i' < 32`) is the low nibble of byte `32h +
+            // i'`, weight `64h + 32 + i'` its high nibble; Q5_K's fifth bit
+            // is bit `2h` (or `2h + 1`) of `qh[i']`.
+            let (h, hi, ip) = (i / 64, i % 64 >= 32, i % 32);
+            let byte = qs[g][(32 * h + ip) / 8][rr][(32 * h + ip) % 8];
+            let mut level = if hi { byte >> 4 } else { byte & 0x0f };
+            if let Some(qh) = qh {
+                let bits = qh[g][ip / 8][rr][ip % 8];
+                level |= ((bits >> (2 * h + usize::from(hi))) & 1) << 4;
+            }
+            t.q[i / 4][4 * r + i % 4] = level;
+        }
+    }
+}
+
+/// A Q8_K activation block as [`K4Rows16`]'s GEMM reads it: the values,
+/// the scale, and the 32-value sums of sub-blocks `2k` and `2k + 1` as the
+/// two `i16` halves of `bs[k]` (from the block's stored 16-value sums, as
+/// the single-row mins term takes them).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct Q8KAct {
+    pub(crate) qs: [i8; QK_K],
+    pub(crate) bs: [i32; 4],
+    pub(crate) d: f32,
+    _pad: [u8; 12],
+}
+
+const _: () = assert!(core::mem::size_of::<Q8KAct>() == 288);
+
+impl Q8KAct {
+    #[inline]
+    pub(crate) fn new(x: &BlockQ8K) -> Self {
+        // Each stored sum is at most 16 * 128 in magnitude in a block
+        // quantized by this crate (the only blocks a batch holds), so a
+        // pair's sum is exact in `i16`, as in `Q8KGroup::fill`.
+        let bs32 = |j: usize| x.bsums[2 * j].wrapping_add(x.bsums[2 * j + 1]);
+        let mut a = Self::zeroed();
+        a.qs = x.qs;
+        for k in 0..4 {
+            a.bs[k] = i32::from(bs32(2 * k) as u16) | (i32::from(bs32(2 * k + 1)) << 16);
+        }
+        a.d = x.d;
+        a
     }
 }
 

@@ -31,7 +31,7 @@ mod x86 {
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
     use crate::quant::kgroup::{
-        B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+        B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q8KAct, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
         ROWS16,
     };
     use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
@@ -536,6 +536,31 @@ mod x86 {
             // found every feature this kernel enables (avx512bw included).
             // Checked by: src/quant/dot/mod.rs::packed_q4_0_equals_dot_q4_0
             unsafe { avx512vnni::dot_q4_0_packed8(w, g, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_k4_rows16<const T: usize>(
+            self,
+            w: &[K4Rows16],
+            x: [&[Q8KAct]; T],
+        ) -> [[f32; ROWS16]; T] {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k4_rows16_gemm_equals_the_reference_and_dot_k
+            unsafe { avx512vnni::gemm_k4_rows16(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn k4_tile_levels(
+            self,
+            t: &mut K4Rows16,
+            qs: [&[[[u8; 8]; 8]; 16]; 2],
+            qh: Option<[&[[[u8; 8]; 8]; 4]; 2]>,
+        ) {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k4_rows16_gemm_equals_the_reference_and_dot_k
+            unsafe { avx512vnni::k4_tile_levels(t, qs, qh) }
         }
 
         #[inline]

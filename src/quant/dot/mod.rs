@@ -78,7 +78,7 @@ use thiserror::Error;
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::kgroup::{
-    self, B32Levels, B32Signed, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
+    self, B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q8KAct, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
     ROWS16,
 };
 use super::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, PackedBlock};
@@ -911,6 +911,46 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_q4_0_rows16(w, x),
             _ => kgroup::gemm_q4_0_rows16_reference(w, x),
+        }
+    }
+
+    /// Whether Q4_K and Q5_K prefill products run
+    /// [`gemm_k4_rows16`](Self::gemm_k4_rows16) (AVX-512 VNNI) rather than
+    /// the interleaved groups' [`gemm_k4_4x8`](Self::gemm_k4_4x8).
+    #[inline]
+    pub(crate) fn matmul_uses_k4_rows16(self) -> bool {
+        self.matmul_uses_q4_0_rows16()
+    }
+
+    /// `gemm_k4_rows16_reference(w, x)` (`quant::kgroup`): sixteen
+    /// interleaved Q4_K or Q5_K weight rows against `T` activation rows,
+    /// each value the single-row dot's bits.
+    #[inline]
+    pub(crate) fn gemm_k4_rows16<const T: usize>(
+        self,
+        w: &[K4Rows16],
+        x: [&[Q8KAct]; T],
+    ) -> [[f32; ROWS16]; T] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_k4_rows16(w, x),
+            _ => kgroup::gemm_k4_rows16_reference(w, x),
+        }
+    }
+
+    /// `k4_tile_levels_reference(t, qs, qh)` (`quant::kgroup`): a sixteen-row
+    /// K-quant tile's levels from two packed groups' block.
+    #[inline]
+    pub(crate) fn k4_tile_levels(
+        self,
+        t: &mut K4Rows16,
+        qs: [&[[[u8; 8]; 8]; 16]; 2],
+        qh: Option<[&[[[u8; 8]; 8]; 4]; 2]>,
+    ) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(tk) => tk.k4_tile_levels(t, qs, qh),
+            _ => kgroup::k4_tile_levels_reference(t, qs, qh),
         }
     }
 
@@ -3280,6 +3320,133 @@ mod tests {
                         k.matvec_q6_k(&w[1..], nb, x, &mut vec![0.0; rows])
                     });
                     prop_assert!(ragged.is_err());
+                }
+            });
+        }
+    }
+
+    /// The sixteen-row Q4_K/Q5_K GEMM (AVX-512 VNNI; the reference
+    /// elsewhere) gives each (weight row, activation row) pair's
+    /// single-row dot bits, against its plain-Rust reference too, for
+    /// sixteen rows of any bytes (every level, scale, min and fifth-bit
+    /// code; scales of any size, NaN and infinite now and then) and
+    /// activation bytes down to -128, 0 to 3 blocks, four, three and one
+    /// activation rows a call; a tile's levels from two packed groups
+    /// (`k4_tile_levels` and `set_head`) are the bytes `set_row` of each
+    /// row's unpacked block writes; short activation rows panic.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn k4_rows16_gemm_equals_the_reference_and_dot_k() {
+        use crate::quant::kgroup::{gemm_k4_rows16_reference, K4Rows16, Q8KAct, ROWS16};
+        use crate::quant::{pack_q4_k_rows8, pack_q5_k_rows8};
+        use proptest::prelude::*;
+        let scale = prop_oneof![
+            8 => -2.0f32..2.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+        ];
+        let case = (0usize..=3).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 16 * nb * 176),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, scale.clone(), scale.clone()), 16 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], n: usize) -> Vec<B> {
+            let size = core::mem::size_of::<B>();
+            (0..n)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * size..(b + 1) * size]))
+                .collect()
+        }
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("k4_rows16_gemm_equals_the_reference_and_dot_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(48), |((nb, wraw, xraw, ds) in case.clone())| {
+                let xs: Vec<Vec<BlockQ8K>> = (0..4).map(|a| {
+                    let mut x: Vec<BlockQ8K> = blocks(&xraw[a * nb * 292..], nb);
+                    for (b, xb) in x.iter_mut().enumerate() {
+                        xb.d = ds[a * nb + b].0;
+                        xb.bsums = BlockQ8K::sums_of(&xb.qs);
+                    }
+                    x
+                }).collect();
+                let acts: Vec<Vec<Q8KAct>> = xs.iter().map(|x| x.iter().map(Q8KAct::new).collect()).collect();
+                let x4: [&[Q8KAct]; 4] = core::array::from_fn(|a| &acts[a][..]);
+                let mut w4: Vec<BlockQ4K> = blocks(&wraw, 16 * nb);
+                let mut w5: Vec<BlockQ5K> = blocks(&wraw, 16 * nb);
+                for i in 0..16 * nb {
+                    let (d, dmin) = (f16::from_f32(ds[i].1).to_le_bytes(), f16::from_f32(ds[i].2).to_le_bytes());
+                    (w4[i].d, w4[i].dmin) = (d, dmin);
+                    (w5[i].d, w5[i].dmin) = (d, dmin);
+                }
+                for q5 in [false, true] {
+                    let row_levels = |r: usize, b: usize| if q5 {
+                        K4Levels::q5_k(&w5[r * nb + b])
+                    } else {
+                        K4Levels::q4_k(&w4[r * nb + b])
+                    };
+                    let mut tile = vec![<K4Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                    for r in 0..ROWS16 {
+                        for (b, t) in tile.iter_mut().enumerate() {
+                            t.set_row(r, &row_levels(r, b));
+                        }
+                    }
+                    // The same tile from two packed groups.
+                    let mut from_packed = vec![<K4Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                    if nb > 0 {
+                        let (p4, p5) = (pack_q4_k_rows8(&w4, nb), pack_q5_k_rows8(&w5, nb));
+                        for (b, t) in from_packed.iter_mut().enumerate() {
+                            let (g0, g1) = (b, nb + b);
+                            if q5 {
+                                k.k4_tile_levels(t, [&p5[g0].qs, &p5[g1].qs], Some([&p5[g0].qh, &p5[g1].qh]));
+                                for r in 0..8 {
+                                    t.set_head(r, &p5[g0].heads[r]);
+                                    t.set_head(8 + r, &p5[g1].heads[r]);
+                                }
+                            } else {
+                                k.k4_tile_levels(t, [&p4[g0].qs, &p4[g1].qs], None);
+                                for r in 0..8 {
+                                    t.set_head(r, &p4[g0].heads[r]);
+                                    t.set_head(8 + r, &p4[g1].heads[r]);
+                                }
+                            }
+                        }
+                    }
+                    prop_assert!(
+                        bytemuck::cast_slice::<K4Rows16, u8>(&from_packed) == bytemuck::cast_slice::<K4Rows16, u8>(&tile),
+                        "{:?} q5 {}: the packed tile differs", kernel, q5
+                    );
+                    let got = k.gemm_k4_rows16(&tile, x4);
+                    let got3 = k.gemm_k4_rows16::<3>(&tile, [x4[1], x4[2], x4[3]]);
+                    let got1 = k.gemm_k4_rows16::<1>(&tile, [x4[2]]);
+                    let want = gemm_k4_rows16_reference(&tile, x4);
+                    for r in 0..ROWS16 {
+                        let row4 = &w4[r * nb..(r + 1) * nb];
+                        let row5 = &w5[r * nb..(r + 1) * nb];
+                        for a in 0..4 {
+                            let dot = if q5 { k.dot_q5_k(row5, &xs[a]) } else { k.dot_q4_k(row4, &xs[a]) };
+                            prop_assert!(same(got[a][r], want[a][r]), "{:?} q5 {} row {} act {}", kernel, q5, r, a);
+                            // The scalar kernel's dots round otherwise; the
+                            // x86 kernels share this float step.
+                            if !matches!(kernel, Kernel::Scalar | Kernel::Neon | Kernel::NeonDot) {
+                                prop_assert!(same(want[a][r], dot), "{:?} q5 {} row {} act {}: {} vs dot {}", kernel, q5, r, a, want[a][r], dot);
+                            }
+                        }
+                        for a in 0..3 {
+                            prop_assert!(same(got3[a][r], want[1 + a][r]));
+                        }
+                        prop_assert!(same(got1[0][r], want[2][r]));
+                    }
+                    if nb > 0 {
+                        prop_assert!(std::panic::catch_unwind(|| k.gemm_k4_rows16::<2>(&tile, [x4[0], &x4[1][..nb - 1]])).is_err());
+                    }
                 }
             });
         }

@@ -44,7 +44,7 @@ use half::f16;
 use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{
-    B32Levels, K4Levels, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS, ROWS16,
+    B32Levels, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8KAct, Q8Group, Q8KGroup, GROUP_ROWS, ROWS16,
 };
 use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
@@ -963,6 +963,127 @@ fn q4_0_packed_terms(wb: &BlockQ4_0x8, xb: &ActBlock, off: i32) -> __m256 {
         _mm256_mul_ps(d_w, _mm256_set1_ps(xb.d)),
         _mm256_cvtepi32_ps(isum),
     )
+}
+
+/// Sixteen Q4_K or Q5_K weight rows ([`K4Rows16`], block by block)
+/// against `T` activation rows: `out[t][r]` is the single-row dot of
+/// weight row `r` with activation row `t`, bit for bit (NaN payloads
+/// aside), the steps `quant::kgroup::gemm_k4_rows16_reference` states.
+///
+/// Each `i32` lane is one weight row, as in [`gemm_q4_0_rows16`]: per four
+/// weights one `vpdpbusd` of the sixteen rows' levels by the activation's
+/// four values, broadcast; a sub-block's eight steps leave each row's
+/// exact sub-block sum in its lane, one `vpmulld` scales it by the rows'
+/// scales, and per block four `vpdpwssd` make the mins' term from the
+/// activation's 32-value sums. The float step is the single-row kernel's,
+/// lane by lane: `(d * d_x) * isum` fused into one sum, `(dmin * d_x) *
+/// msum` subtracted from another. A sub-block's levels, loaded once, serve
+/// all `T` activation rows.
+///
+/// # Panics
+///
+/// If an activation row's block count differs from `w.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn gemm_k4_rows16<const T: usize>(
+    w: &[K4Rows16],
+    x: [&[Q8KAct]; T],
+) -> [[f32; ROWS16]; T] {
+    for xt in x {
+        assert_eq!(xt.len(), w.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm512_setzero_ps(); T];
+    let mut acc_min = [_mm512_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let mut isum = [_mm512_setzero_si512(); T];
+        let (steps, _) = wb.q.as_chunks::<8>();
+        for (j, step) in steps.iter().enumerate() {
+            let q: [__m512i; 8] = bytemuck::cast(*step);
+            let sc: __m512i = bytemuck::cast(wb.sc[j]);
+            for (t, is) in isum.iter_mut().enumerate() {
+                let (xq, _) = x[t][b].qs.as_chunks::<4>();
+                let four =
+                    |p: usize| _mm512_set1_epi32(i32::from_le_bytes(xq[8 * j + p].map(|v| v as u8)));
+                // Two chains of four steps: half the latency of one.
+                let mut s0 = _mm512_setzero_si512();
+                let mut s1 = _mm512_setzero_si512();
+                for p in 0..4 {
+                    s0 = _mm512_dpbusd_epi32(s0, q[p], four(p));
+                    s1 = _mm512_dpbusd_epi32(s1, q[p + 4], four(p + 4));
+                }
+                *is = _mm512_add_epi32(*is, _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+            }
+        }
+        let d: __m512 = bytemuck::cast(wb.d);
+        let dmin: __m512 = bytemuck::cast(wb.dmin);
+        let mins: [__m512i; 4] = bytemuck::cast(wb.mins);
+        for t in 0..T {
+            let xb = &x[t][b];
+            let mut m = _mm512_setzero_si512();
+            for (k, &mk) in mins.iter().enumerate() {
+                m = _mm512_dpwssd_epi32(m, mk, _mm512_set1_epi32(xb.bs[k]));
+            }
+            let d_x = _mm512_set1_ps(xb.d);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, d_x), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            let mins_t = _mm512_mul_ps(_mm512_mul_ps(dmin, d_x), _mm512_cvtepi32_ps(m));
+            acc_min[t] = _mm512_sub_ps(acc_min[t], mins_t);
+        }
+    }
+    core::array::from_fn(|t| bytemuck::cast(_mm512_add_ps(acc[t], acc_min[t])))
+}
+
+/// `quant::kgroup::k4_tile_levels_reference`: a [`K4Rows16`] tile's
+/// levels from block `b` of two packed groups of eight Q4_K (or, with
+/// `qh`, Q5_K) rows. Each 64-byte nibble word of a group holds eight
+/// bytes of each of its eight rows; one `vpermt2d` per half of those
+/// bytes lays four bytes of all sixteen rows side by side, a mask and a
+/// shift split the low and high nibbles (two sub-blocks), and Q5_K's
+/// fifth bits, permuted the same way, are tested into bit 4 with a masked
+/// add: per block 32 loads, 32 permutes and 64 stores, where the
+/// byte-at-a-time form spends most of a prefill product's time.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn k4_tile_levels(
+    t: &mut K4Rows16,
+    qs: [&[[[u8; 8]; 8]; 16]; 2],
+    qh: Option<[&[[[u8; 8]; 8]; 4]; 2]>,
+) {
+    // Dwords 2i (the first four bytes of row i's word) of both groups, then
+    // dwords 2i + 1.
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    let low4 = _mm512_set1_epi8(0x0f);
+    let sixteen = _mm512_set1_epi8(16);
+    let halves = |a: __m512i, c: __m512i| {
+        [
+            _mm512_permutex2var_epi32(a, even, c),
+            _mm512_permutex2var_epi32(a, odd, c),
+        ]
+    };
+    // fifth[c]: bytes 4c..4c + 4 of each row's `qh`, sixteen rows.
+    let fifth: Option<[__m512i; 8]> = qh.map(|qh| {
+        let mut f = [_mm512_setzero_si512(); 8];
+        for u in 0..4 {
+            let [e, o] = halves(bytemuck::cast(qh[0][u]), bytemuck::cast(qh[1][u]));
+            f[2 * u] = e;
+            f[2 * u + 1] = o;
+        }
+        f
+    });
+    for (k, (w0, w1)) in qs[0].iter().zip(qs[1]).enumerate() {
+        let h = k / 4;
+        let pair = halves(bytemuck::cast(*w0), bytemuck::cast(*w1));
+        for (e, v) in pair.into_iter().enumerate() {
+            let c = 2 * (k % 4) + e;
+            let mut lo = _mm512_and_si512(v, low4);
+            let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low4);
+            if let Some(f) = &fifth {
+                let bit = |j: usize| _mm512_set1_epi8(1i8.wrapping_shl(j as u32));
+                lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(f[c], bit(2 * h)), lo, sixteen);
+                hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(f[c], bit(2 * h + 1)), hi, sixteen);
+            }
+            t.q[8 * (2 * h) + c] = bytemuck::cast(lo);
+            t.q[8 * (2 * h + 1) + c] = bytemuck::cast(hi);
+        }
+    }
 }
 
 /// Sixteen Q4_0 weight rows ([`Q4_0Rows16`], block by block) against `T`
