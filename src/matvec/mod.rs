@@ -72,8 +72,7 @@ mod weight;
 pub use self::f32::{matvec_f32, matvec_f32_pool, matvec_f32_rayon};
 pub use matrix::{
     Bf16Matrix, BlockMatrix, F16Matrix, F32Matrix, PackedMatrix, PackedQ4KMatrix, PackedQ4_0Matrix,
-    PackedQ5KMatrix,
-    Q8Matrix, ShapeError,
+    PackedQ5KMatrix, Q8Matrix, ShapeError,
 };
 pub use q8::{
     matmul_q8_0, matmul_q8_0_rayon, matvec_q8_0, matvec_q8_0_pool, matvec_q8_0_pool_dynamic,

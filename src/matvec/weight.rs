@@ -132,11 +132,13 @@ impl<'a> Weight<'a> {
             .fold(ActForms::default(), |f, w| f.union(w.forms()))
     }
 
-    /// Whether any of `ws`'s prefill products on kernel `k` reads a
-    /// batch's paired or interleaved copies of its Q8_0 blocks (Q8_0
-    /// matrices, and Q4_0 ones but on AVX-512 VNNI, whose Q4_0 GEMM reads
-    /// the blocks themselves), so that a batch only Q4_0 matrices read
-    /// there is not copied twice for nothing.
+    /// Whether any of `ws`'s prefill products on kernel `k` may read a
+    /// batch's paired or grouped copies of its Q8_0 blocks: true for Q8_0
+    /// matrices (which read both on AVX-512), and for Q4_0 ones but on
+    /// AVX-512 VNNI, whose Q4_0 GEMM reads the blocks themselves (AVX2's
+    /// reads the groups; the other kernels read neither, which this
+    /// over-approximates: a copy for nothing, not a wrong result). So a
+    /// batch that only Q4_0 matrices read there is not copied for nothing.
     pub(crate) fn reads_interleaved_batch(k: Dispatch, ws: &[Weight<'_>]) -> bool {
         ws.iter().any(|w| match w {
             Weight::Q8_0(_) => true,
@@ -660,9 +662,10 @@ impl Rows16Gemm for K4Gemm {
 /// product's bits; returns the batch rows done (all of them, or none for a
 /// matrix without columns).
 ///
-/// Each tile of sixteen weight rows is interleaved (read a row at a time,
-/// which the hardware prefetchers follow) and meets every batch row, up to
-/// eight at a time. The activation forms are compact (40 bytes per 32
+/// Each tile of sixteen weight rows is interleaved (from row-major rows a
+/// row at a time, which the hardware prefetchers follow, or from packed
+/// groups eight rows at a time) and meets every batch row, up to eight at
+/// a time. The activation forms are compact (40 bytes per 32
 /// Q4_0 columns, so a 128-row batch of 3072-wide rows stays in L2).
 fn gemm_rows16<G: Rows16Gemm>(
     k: Dispatch,
@@ -821,8 +824,10 @@ fn q8_k_acts(xs: &QuantizedBatch, rows: usize) -> Vec<Q8KAct> {
         .collect()
 }
 
-/// Weight-row sets (of two rows) the Q8_0 and Q4_0 GEMM unpacks before a
-/// pass over the batch. A pass reads every group of the batch (640 bytes
+/// Weight-row sets (of two rows) the Q8_0 GEMM of AVX-512 (and the Q8_0
+/// and Q4_0 GEMMs of AVX2, a row a set) unpacks before a pass over the
+/// batch; AVX-512's Q4_0 now runs [`gemm_rows16`], whose measurements are
+/// in the README. A pass reads every group of the batch (640 bytes
 /// per 32 columns of eight rows: values, lane offsets, scales and pair
 /// offsets, about 20 KiB per group for a 1024-wide input), so with one set per pass the
 /// batch streams from L2 once per two weight rows; with eight sets, a

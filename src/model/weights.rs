@@ -304,9 +304,9 @@ fn quantized<'a>(
     }
     Ok(Some(match info.ggml_type {
         GgmlType::Q8_0 => Weight::Q8_0(view(gguf, info, rows, cols)?),
-        GgmlType::Q4_0 if info.layout == TensorLayout::Q4_0Rows8 => {
-            Weight::Q4_0Packed(PackedQ4_0Matrix::from_bytes(gguf.data_of(info), rows, cols)?)
-        }
+        GgmlType::Q4_0 if info.layout == TensorLayout::Q4_0Rows8 => Weight::Q4_0Packed(
+            PackedQ4_0Matrix::from_bytes(gguf.data_of(info), rows, cols)?,
+        ),
         GgmlType::Q4_0 => Weight::Q4_0(view(gguf, info, rows, cols)?),
         GgmlType::Q4_K if info.layout == TensorLayout::Q4KRows8 => {
             Weight::Q4KPacked(PackedQ4KMatrix::from_bytes(gguf.data_of(info), rows, cols)?)

@@ -524,9 +524,9 @@ impl QuantizedBatch {
     /// each product). Each block is quantized alone, so the result does not
     /// depend on how the blocks are spread. With `interleave` false the
     /// Q8_0 form skips the paired and grouped copies of its blocks, which
-    /// only the Q8_0 (and, but on AVX-512, the Q4_0) GEMMs read
-    /// ([`Weight::reads_interleaved_batch`](crate::matvec::Weight)): a
-    /// product that finds them missing takes its other kernels, with the
+    /// only the Q8_0 products (both copies, AVX-512) and AVX2's Q4_0 GEMM
+    /// (the groups) read ([`Weight::reads_interleaved_batch`](crate::matvec::Weight)):
+    /// a product that finds them missing takes its other kernels, with the
     /// same bits.
     pub(crate) fn quantize_forms_on(
         &mut self,

@@ -245,7 +245,13 @@ pub(crate) fn gemm_k4_rows16_reference<const T: usize>(
                 }
                 let msum: i32 = (0..8)
                     .map(|j| {
-                        let half = |v: i32| if j % 2 == 0 { v as i16 } else { (v >> 16) as i16 };
+                        let half = |v: i32| {
+                            if j % 2 == 0 {
+                                v as i16
+                            } else {
+                                (v >> 16) as i16
+                            }
+                        };
                         i32::from(half(wb.mins[j / 2][r])) * i32::from(half(xb.bs[j / 2]))
                     })
                     .sum();
@@ -396,8 +402,10 @@ pub(crate) const ROWS16: usize = 16;
 /// lanes are sixteen weight rows, so one broadcast four bytes of an
 /// activation row meet four weights of every row in one `vpdpbusd`, and
 /// after a block's eight steps each lane holds its row's exact block sum
-/// with no reduction across lanes. Built from the file's blocks for each
-/// prefill product (a copy of the rows it reads, 20 bytes per 32 weights).
+/// with no reduction across lanes. Built for each prefill product from
+/// the rows it reads, row-major ([`set_row`](Self::set_row)) or packed
+/// eight at a time ([`set_group`](Self::set_group)): 20 bytes per 32
+/// weights.
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct Q4_0Rows16 {

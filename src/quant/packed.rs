@@ -350,7 +350,10 @@ mod tests {
                     let want = w[(PACK_ROWS * g + r) * nb + b];
                     assert_eq!(p.row(r), want, "group {g} block {b} row {r}");
                     for q in 0..4 {
-                        assert_eq!(&pb[32 * q + 4 * r..32 * q + 4 * r + 4], &want.qs[4 * q..4 * q + 4]);
+                        assert_eq!(
+                            &pb[32 * q + 4 * r..32 * q + 4 * r + 4],
+                            &want.qs[4 * q..4 * q + 4]
+                        );
                     }
                     assert_eq!(&pb[128 + 2 * r..130 + 2 * r], &want.d);
                 }

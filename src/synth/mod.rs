@@ -245,13 +245,26 @@ impl SynthConfig {
                 reason: other.to_string(),
             },
         })?;
-        if self.file_type.has_k_quants() {
+        // A Q4_0 file stores its embedding (and output projection) as
+        // Q6_K, whose rows are `hidden` wide: only that width needs blocks
+        // of 256 there.
+        let k_widths = if self.file_type.has_k_quants() {
+            3
+        } else if self.file_type == FileType::Q4_0 {
+            1
+        } else {
+            0
+        };
+        {
             let m = &self.model;
             for (key, cols) in [
                 (keys::EMBEDDING_LENGTH, m.hidden),
                 (keys::FEED_FORWARD_LENGTH, m.ffn),
                 (keys::HEAD_COUNT, m.q_dim()),
-            ] {
+            ]
+            .into_iter()
+            .take(k_widths)
+            {
                 if !cols.is_multiple_of(crate::quant::QK_K) {
                     return Err(ConfigError::Invalid {
                         key: key.to_string(),

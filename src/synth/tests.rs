@@ -308,6 +308,24 @@ fn odd_head_width_is_refused() {
     ));
 }
 
+/// A Q4_0 file stores its embedding as Q6_K: a hidden width that is not
+/// whole 256-weight blocks is refused up front (naming the key), not when
+/// the writer meets the embedding; its other widths need only Q4_0's 32.
+#[test]
+fn q4_0_needs_a_hidden_width_of_whole_k_blocks() {
+    let mut cfg = SynthConfig::small().with_file_type(FileType::Q4_0);
+    cfg.model.hidden = 64;
+    assert!(matches!(
+        cfg.validate(),
+        Err(ConfigError::Invalid { key, .. }) if key == "qwen3.embedding_length"
+    ));
+    assert!(model_bytes(&cfg, 1).is_err());
+    let mut cfg = SynthConfig::small().with_file_type(FileType::Q4_0);
+    cfg.model.ffn = 96;
+    cfg.validate().unwrap();
+    model_bytes(&cfg, 1).unwrap();
+}
+
 /// A scratch directory under the system's temporary directory, removed on
 /// drop.
 struct Scratch(PathBuf);

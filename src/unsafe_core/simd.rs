@@ -31,8 +31,8 @@ mod x86 {
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
     use crate::quant::kgroup::{
-        B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q8KAct, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
-        ROWS16,
+        B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct,
+        Q8KGroup, GROUP_ROWS, ROWS16,
     };
     use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
     use crate::quant::q4_0::BlockQ4_0;

@@ -78,8 +78,8 @@ use thiserror::Error;
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::kgroup::{
-    self, B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q8KAct, Q6Levels, Q8Group, Q8KGroup, GROUP_ROWS,
-    ROWS16,
+    self, B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct,
+    Q8KGroup, GROUP_ROWS, ROWS16,
 };
 use super::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, PackedBlock};
 use super::q4_0::{BlockQ4_0, QK4_0};
@@ -572,11 +572,7 @@ fn check_lengths(cols: usize, x_len: usize, rows: usize, out_len: usize) -> Resu
 /// # Panics
 ///
 /// If `w.len() != x.len()`.
-fn unpacked_dots<P: PackedBlock, X>(
-    w: &[P],
-    x: &[X],
-    dot: impl Fn(&[P::Row]) -> f32,
-) -> [f32; 8]
+fn unpacked_dots<P: PackedBlock, X>(w: &[P], x: &[X], dot: impl Fn(&[P::Row]) -> f32) -> [f32; 8]
 where
     P::Row: 'static,
 {
@@ -808,7 +804,8 @@ impl Dispatch {
 
     /// Whether the Q8_0/Q4_0 GEMM is [`gemm_b32s_1x8`](Self::gemm_b32s_1x8)
     /// over signed weights (AVX2) rather than
-    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI). AVX-VNNI keeps
+    /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI, Q8_0 only: its
+    /// Q4_0 runs [`gemm_q4_0_rows16`](Self::gemm_q4_0_rows16)). AVX-VNNI keeps
     /// its four-row kernels: there one `vpdpbusd`, the offset folded in,
     /// does what `vpsignb`, `vpmaddubsw` and `vpmaddwd` do in this GEMM,
     /// so the GEMM's saving (the scale product) may not pay for its
@@ -3213,9 +3210,12 @@ mod tests {
                             t.set_row(r, b);
                         }
                     }
-                    let acts: Vec<Vec<Q4_0Act>> =
-                        rows.iter().map(|x| x.iter().map(Q4_0Act::new).collect()).collect();
-                    let sixteen = k.gemm_q4_0_rows16::<8>(&tile, core::array::from_fn(|a| &acts[a][..]));
+                    let acts: Vec<Vec<Q4_0Act>> = rows
+                        .iter()
+                        .map(|x| x.iter().map(Q4_0Act::new).collect())
+                        .collect();
+                    let sixteen =
+                        k.gemm_q4_0_rows16::<8>(&tile, core::array::from_fn(|a| &acts[a][..]));
                     let want = gemm_q4_0_reference(&w, &groups);
                     for a in 0..8 {
                         assert_eq!(

@@ -44,7 +44,8 @@ use half::f16;
 use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{
-    B32Levels, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8KAct, Q8Group, Q8KGroup, GROUP_ROWS, ROWS16,
+    B32Levels, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct, Q8KGroup,
+    GROUP_ROWS, ROWS16,
 };
 use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
@@ -1001,8 +1002,9 @@ pub(crate) fn gemm_k4_rows16<const T: usize>(
             let sc: __m512i = bytemuck::cast(wb.sc[j]);
             for (t, is) in isum.iter_mut().enumerate() {
                 let (xq, _) = x[t][b].qs.as_chunks::<4>();
-                let four =
-                    |p: usize| _mm512_set1_epi32(i32::from_le_bytes(xq[8 * j + p].map(|v| v as u8)));
+                let four = |p: usize| {
+                    _mm512_set1_epi32(i32::from_le_bytes(xq[8 * j + p].map(|v| v as u8)))
+                };
                 // Two chains of four steps: half the latency of one.
                 let mut s0 = _mm512_setzero_si512();
                 let mut s1 = _mm512_setzero_si512();
@@ -1078,7 +1080,12 @@ pub(crate) fn k4_tile_levels(
             if let Some(f) = &fifth {
                 let bit = |j: usize| _mm512_set1_epi8(1i8.wrapping_shl(j as u32));
                 lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(f[c], bit(2 * h)), lo, sixteen);
-                hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(f[c], bit(2 * h + 1)), hi, sixteen);
+                hi = _mm512_mask_add_epi8(
+                    hi,
+                    _mm512_test_epi8_mask(f[c], bit(2 * h + 1)),
+                    hi,
+                    sixteen,
+                );
             }
             t.q[8 * (2 * h) + c] = bytemuck::cast(lo);
             t.q[8 * (2 * h + 1) + c] = bytemuck::cast(hi);
