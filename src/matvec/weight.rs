@@ -15,6 +15,7 @@
 //! so every backend and thread count gives the same bytes, and a prefill
 //! row equals the decode product of that row.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use half::{bf16, f16};
@@ -25,7 +26,7 @@ use crate::quant::kgroup::{
     ROWS16,
 };
 use crate::quant::{
-    ActForms, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
+    ActForms, BatchLayouts, BlockQ4K, BlockQ4_0, BlockQ5K, BlockQ6K, PackedBlock, QuantizedBatch,
     QuantizedVector, PACK_ROWS,
 };
 use crate::unsafe_core::prefetch::prefetch_read;
@@ -132,19 +133,34 @@ impl<'a> Weight<'a> {
             .fold(ActForms::default(), |f, w| f.union(w.forms()))
     }
 
-    /// Whether any of `ws`'s prefill products on kernel `k` may read a
-    /// batch's paired or grouped copies of its Q8_0 blocks: true for Q8_0
-    /// matrices (which read both on AVX-512), and for Q4_0 ones but on
-    /// AVX-512 VNNI, whose Q4_0 GEMM reads the blocks themselves (AVX2's
-    /// reads the groups; the other kernels read neither, which this
-    /// over-approximates: a copy for nothing, not a wrong result). So a
-    /// batch that only Q4_0 matrices read there is not copied for nothing.
-    pub(crate) fn reads_interleaved_batch(k: Dispatch, ws: &[Weight<'_>]) -> bool {
-        ws.iter().any(|w| match w {
-            Weight::Q8_0(_) => true,
-            Weight::Q4_0(_) | Weight::Q4_0Packed(_) => !k.matmul_uses_q4_0_rows16(),
-            _ => false,
-        })
+    /// The copies of a batch's blocks that `ws`'s prefill products on
+    /// kernel `k` may read, so that a batch is not copied for nothing:
+    /// - the paired and grouped Q8_0 blocks: Q8_0 matrices, and Q4_0 ones
+    ///   but where AVX-512 VNNI's sixteen-row GEMM reads the blocks in its
+    ///   own form (`q4_0_acts`);
+    /// - the grouped Q8_K blocks: Q6_K matrices and row-major Q4_K and
+    ///   Q5_K ones, and packed ones where the sixteen-row K-quant GEMM
+    ///   does not run (which reads its own form, `k_acts`).
+    ///
+    /// A kernel without a reader for a copy skips it whatever this says.
+    pub(crate) fn batch_layouts(k: Dispatch, ws: &[Weight<'_>]) -> BatchLayouts {
+        let (q4_0_rows16, k4_rows16) = (k.matmul_uses_q4_0_rows16(), k.matmul_uses_k4_rows16());
+        let any = |f: &dyn Fn(&Weight<'_>) -> bool| ws.iter().any(f);
+        BatchLayouts {
+            interleaved: any(&|w| match w {
+                Weight::Q8_0(_) => true,
+                Weight::Q4_0(_) | Weight::Q4_0Packed(_) => !q4_0_rows16,
+                _ => false,
+            }),
+            k_groups: any(&|w| match w {
+                Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => true,
+                Weight::Q4KPacked(_) | Weight::Q5KPacked(_) => !k4_rows16,
+                _ => false,
+            }),
+            q4_0_acts: q4_0_rows16
+                && any(&|w| matches!(w, Weight::Q4_0(_) | Weight::Q4_0Packed(_))),
+            k_acts: k4_rows16 && any(&|w| matches!(w, Weight::Q4KPacked(_) | Weight::Q5KPacked(_))),
+        }
     }
 
     /// The Q8_0 matrix, if this is one.
@@ -414,7 +430,7 @@ pub(crate) fn matmul_rows_any(
         };
         if k.matmul_uses_q4_0_rows16() {
             let nb = p.blocks_per_row();
-            let acts = q4_0_acts(xs, segs.len());
+            let acts = q4_0_acts(xs);
             if gemm_rows16::<Q4_0Gemm>(k, nb, &acts, fill, segs) == segs.len() {
                 return;
             }
@@ -517,7 +533,7 @@ pub(crate) fn gemm_group_rows(
                     }
                 }
             };
-            let acts = q4_0_acts(xs, segs.len());
+            let acts = q4_0_acts(xs);
             return gemm_rows16::<Q4_0Gemm>(k, m.blocks_per_row(), &acts, fill, segs);
         }
     }
@@ -660,12 +676,13 @@ impl Rows16Gemm for K4Gemm {
 /// batch row (`acts`, `nb` blocks per row, in the kernel's form) with a
 /// sixteen-row GEMM of AVX-512 ([`Rows16Gemm`]), each value the decode
 /// product's bits; returns the batch rows done (all of them, or none for a
-/// matrix without columns).
+/// matrix without columns or rows).
 ///
 /// Each tile of sixteen weight rows is interleaved (from row-major rows a
 /// row at a time, which the hardware prefetchers follow, or from packed
-/// groups eight rows at a time) and meets every batch row, up to eight at
-/// a time. The activation forms are compact (40 bytes per 32
+/// groups eight rows at a time) and meets every batch row, up to
+/// [`Rows16Gemm::MAX_T`] at a time (eight for Q4_0, four for the
+/// K-quants). The activation forms are compact (40 bytes per 32
 /// Q4_0 columns, so a 128-row batch of 3072-wide rows stays in L2).
 fn gemm_rows16<G: Rows16Gemm>(
     k: Dispatch,
@@ -728,8 +745,9 @@ fn rows16_step<G: Rows16Gemm, const T: usize>(
 /// segments' length); 0 for any other matrix. A tile of two whole packed
 /// groups takes its levels from the packed words in one pass
 /// ([`Dispatch::k4_tile_levels`]) and its scales from the groups' heads;
-/// any other (a thread's range that starts inside a group) a row at a
-/// time. Row-major Q4_K and Q5_K matrices (a mapped file's) keep the
+/// any other a row at a time (a range that starts inside a group, which
+/// no caller makes today: a product's tasks start at multiples of 64
+/// rows, and a packed matrix has whole groups). Row-major Q4_K and Q5_K matrices (a mapped file's) keep the
 /// interleaved groups' GEMM, which unpacks each row once per pass.
 fn k4_rows16(
     k: Dispatch,
@@ -776,7 +794,7 @@ fn k4_rows16(
                 }
             }
         };
-        let acts = q8_k_acts(xs, segs.len());
+        let acts = q8_k_acts(xs);
         gemm_rows16::<K4Gemm>(k, p.blocks_per_row(), &acts, fill, segs)
     }
     match w {
@@ -810,18 +828,23 @@ fn k4_rows16(
     }
 }
 
-/// The batch's Q8_0 blocks in [`Q4_0Gemm`]'s form, `rows` rows.
-fn q4_0_acts(xs: &QuantizedBatch, rows: usize) -> Vec<Q4_0Act> {
-    (0..rows)
-        .flat_map(|t| xs.act_row(t).iter().map(Q4_0Act::new))
-        .collect()
+/// The batch's Q8_0 blocks in [`Q4_0Gemm`]'s form: the batch's own copy,
+/// made once at its quantization where the model asked for it (a product
+/// runs a task per 64 weight rows, and each would copy the whole batch
+/// again), else a copy made here.
+fn q4_0_acts(xs: &QuantizedBatch) -> Cow<'_, [Q4_0Act]> {
+    xs.q4_0_acts().map_or_else(
+        || Cow::Owned(xs.act_blocks().iter().map(Q4_0Act::new).collect()),
+        Cow::Borrowed,
+    )
 }
 
-/// The batch's Q8_K blocks in [`K4Gemm`]'s form, `rows` rows.
-fn q8_k_acts(xs: &QuantizedBatch, rows: usize) -> Vec<Q8KAct> {
-    (0..rows)
-        .flat_map(|t| xs.k_row(t).iter().map(Q8KAct::new))
-        .collect()
+/// The batch's Q8_K blocks in [`K4Gemm`]'s form, as [`q4_0_acts`].
+fn q8_k_acts(xs: &QuantizedBatch) -> Cow<'_, [Q8KAct]> {
+    xs.k_acts().map_or_else(
+        || Cow::Owned(xs.k_blocks().iter().map(Q8KAct::new).collect()),
+        Cow::Borrowed,
+    )
 }
 
 /// Weight-row sets (of two rows) the Q8_0 GEMM of AVX-512 (and the Q8_0
@@ -1400,6 +1423,74 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             crate::quant::dot::x86_64::TO_L2_IN_TESTS
                 .store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A batch quantized without any copy of its blocks (what a model asks
+    /// for when no matrix reads them: `Weight::batch_layouts`) gives every
+    /// product the bits of one with all of them, on every kernel: the
+    /// GEMMs that read a copy fall back to another kernel or make their
+    /// form themselves. Q8_0, Q4_0, Q4_K, Q5_K and Q6_K, row-major and
+    /// packed, batches of 1 to 19 rows.
+    #[cfg_attr(
+        miri,
+        ignore = "safe code only under Miri (no token, no prefetch), and slow there"
+    )]
+    #[test]
+    fn a_batch_without_its_copies_gives_the_same_bits() {
+        use crate::quant::activation::OnCaller;
+        use crate::quant::{
+            pack_rows8, quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k,
+            quantize_row_q8_0,
+        };
+        let (rows, cols) = (40, 2 * QK_K);
+        let values: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)
+            .collect();
+        let q8 = quantize_row_q8_0(&values).unwrap();
+        let q40 = quantize_row_q4_0(&values).unwrap();
+        let q4 = quantize_row_q4_k(&values).unwrap();
+        let q5 = quantize_row_q5_k(&values).unwrap();
+        let q6 = quantize_row_q6_k(&values).unwrap();
+        let (p40, p4, p5) = (
+            pack_rows8(&q40, cols / 32),
+            pack_rows8(&q4, cols / QK_K),
+            pack_rows8(&q5, cols / QK_K),
+        );
+        let ws = [
+            Weight::Q8_0(Q8Matrix::new(&q8, rows, cols).unwrap()),
+            Weight::Q4_0(BlockMatrix::new(&q40, rows, cols).unwrap()),
+            Weight::Q4_0Packed(PackedMatrix::new(&p40, rows, cols).unwrap()),
+            Weight::Q4K(BlockMatrix::new(&q4, rows, cols).unwrap()),
+            Weight::Q4KPacked(PackedMatrix::new(&p4, rows, cols).unwrap()),
+            Weight::Q5KPacked(PackedMatrix::new(&p5, rows, cols).unwrap()),
+            Weight::Q6K(BlockMatrix::new(&q6, rows, cols).unwrap()),
+        ];
+        let none = BatchLayouts {
+            interleaved: false,
+            k_groups: false,
+            q4_0_acts: false,
+            k_acts: false,
+        };
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for n in [1, 4, 8, 9, 19] {
+            let xb: Vec<f32> = (0..n * cols)
+                .map(|i| ((i * 31 % 97) as f32 - 48.0) / 7.0)
+                .collect();
+            let (mut all, mut bare) = (QuantizedBatch::new(), QuantizedBatch::new());
+            all.quantize_forms(&xb, cols, ActForms::ALL).unwrap();
+            bare.quantize_forms_on(&OnCaller, &xb, cols, ActForms::ALL, none)
+                .unwrap();
+            for kernel in Kernel::ALL {
+                let Some(k) = kernel.dispatch() else { continue };
+                for w in &ws {
+                    let mut a = vec![f32::NAN; n * rows];
+                    let mut b = vec![f32::NAN; n * rows];
+                    matmul_any_with(k, w, &all, &mut a);
+                    matmul_any_with(k, w, &bare, &mut b);
+                    assert_eq!(bits(&a), bits(&b), "{kernel:?} {} batch {n}", w.type_name());
+                }
+            }
         }
     }
 }

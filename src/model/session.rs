@@ -277,8 +277,8 @@ fn products<B: Backend>(
         lap.lap(Op::Quantize);
         b.matvec(ws, &xq.one, out)?;
     } else {
-        let interleave = Weight::reads_interleaved_batch(crate::quant::dot::selected().1, ws);
-        xq.batch.quantize_forms_on(b, x, width, forms, interleave)?;
+        let layouts = Weight::batch_layouts(crate::quant::dot::selected().1, ws);
+        xq.batch.quantize_forms_on(b, x, width, forms, layouts)?;
         lap.lap(Op::Quantize);
         let m = x.len() / width;
         let mut rest = out;

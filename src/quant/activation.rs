@@ -24,7 +24,7 @@ use super::block::{BlockQ8_0, QK8_0};
 use super::dot::{selected, Dispatch};
 use super::float::{round_bf16, round_f16};
 use super::kcommon::QK_K;
-use super::kgroup::{Q8Group, Q8KGroup, GROUP_ROWS};
+use super::kgroup::{Q4_0Act, Q8Group, Q8KAct, Q8KGroup, GROUP_ROWS};
 use super::q8_k::BlockQ8K;
 use super::quantize::{blocks_for, quantize_block_q8_0_even, QuantError};
 
@@ -169,6 +169,34 @@ fn quantize_into(blocks: &mut Vec<ActBlock>, x: &[f32], k: Dispatch) {
     // Only a change of length writes the buffer twice.
     blocks.resize(chunks.len(), ActBlock::zeroed());
     k.quantize_act(chunks, blocks);
+}
+
+/// Which copies of a batch's blocks, beside the blocks themselves, the
+/// products that will read it want: each costs a pass over the batch at
+/// every quantization, so a model asks only for its matrices' ones
+/// ([`Weight::batch_layouts`](crate::matvec::Weight)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchLayouts {
+    /// The Q8_0 blocks paired and grouped eight rows at a time (the Q8_0
+    /// products; AVX2's Q4_0 GEMM).
+    pub(crate) interleaved: bool,
+    /// The Q8_K blocks grouped eight rows at a time (the K-quant GEMMs
+    /// but AVX-512's sixteen-row one).
+    pub(crate) k_groups: bool,
+    /// The Q8_0 blocks in AVX-512's sixteen-row Q4_0 GEMM's form.
+    pub(crate) q4_0_acts: bool,
+    /// The Q8_K blocks in AVX-512's sixteen-row K-quant GEMM's form.
+    pub(crate) k_acts: bool,
+}
+
+impl BatchLayouts {
+    /// Every copy the kernel has a reader for.
+    pub(crate) const ALL: Self = Self {
+        interleaved: true,
+        k_groups: true,
+        q4_0_acts: true,
+        k_acts: true,
+    };
 }
 
 /// Something that runs `f(range, part)` over disjoint pieces of a slice,
@@ -480,6 +508,12 @@ pub struct QuantizedBatch {
     /// form: each full group of eight rows interleaved ([`Q8KGroup`],
     /// `cols / 256` per group).
     k_groups: Vec<Q8KGroup>,
+    /// With AVX-512 VNNI and Q4_0 matrices to read it: every Q8_0 block in
+    /// the sixteen-row Q4_0 GEMM's form (`Q4_0Act`).
+    q4_0_acts: Vec<Q4_0Act>,
+    /// With AVX-512 VNNI and packed Q4_K/Q5_K matrices to read it: every
+    /// Q8_K block in the sixteen-row K-quant GEMM's form (`Q8KAct`).
+    k_acts: Vec<Q8KAct>,
     rows: usize,
     cols: usize,
 }
@@ -516,25 +550,24 @@ impl QuantizedBatch {
         cols: usize,
         forms: ActForms,
     ) -> Result<(), QuantError> {
-        self.quantize_forms_on(&OnCaller, x, cols, forms, true)
+        self.quantize_forms_on(&OnCaller, x, cols, forms, BatchLayouts::ALL)
     }
 
     /// [`quantize_forms`](Self::quantize_forms) with the blocks spread over
     /// `on`'s threads (a prefill quantizes up to hundreds of rows before
     /// each product). Each block is quantized alone, so the result does not
-    /// depend on how the blocks are spread. With `interleave` false the
-    /// Q8_0 form skips the paired and grouped copies of its blocks, which
-    /// only the Q8_0 products (both copies, AVX-512) and AVX2's Q4_0 GEMM
-    /// (the groups) read ([`Weight::reads_interleaved_batch`](crate::matvec::Weight)):
-    /// a product that finds them missing takes its other kernels, with the
-    /// same bits.
+    /// depend on how the blocks are spread. `layouts` says which copies of
+    /// the blocks the products that read the batch want
+    /// ([`Weight::batch_layouts`](crate::matvec::Weight)); a product that
+    /// finds one missing takes its other kernels (or builds its form
+    /// itself), with the same bits.
     pub(crate) fn quantize_forms_on(
         &mut self,
         on: &impl Spread,
         x: &[f32],
         cols: usize,
         forms: ActForms,
-        interleave: bool,
+        layouts: BatchLayouts,
     ) -> Result<(), QuantError> {
         if !forms.float_only() {
             blocks_for(cols)?;
@@ -552,8 +585,13 @@ impl QuantizedBatch {
         if !forms.q8_k {
             self.k_blocks.clear();
         }
-        if !forms.q8_k || !k.matmul_uses_k_groups() {
+        let k_grouped = forms.q8_k && k.matmul_uses_k_groups() && layouts.k_groups;
+        if !k_grouped {
             self.k_groups.clear();
+        }
+        let k_acts = forms.q8_k && k.matmul_uses_k4_rows16() && layouts.k_acts;
+        if !k_acts {
+            self.k_acts.clear();
         }
         if forms.q8_k {
             // Resized, not cleared first: every block is written below, and
@@ -564,7 +602,16 @@ impl QuantizedBatch {
             on.spread(&mut self.k_blocks, |range, part| {
                 k.quantize_q8_k(&chunks[range], part)
             });
-            if k.matmul_uses_k_groups() {
+            if k_acts {
+                self.k_acts.resize(self.k_blocks.len(), Q8KAct::zeroed());
+                let k_blocks = &self.k_blocks;
+                on.spread(&mut self.k_acts, |range, part| {
+                    for (a, b) in part.iter_mut().zip(&k_blocks[range]) {
+                        *a = Q8KAct::new(b);
+                    }
+                });
+            }
+            if k_grouped {
                 let nb = cols / QK_K;
                 let k_blocks = &self.k_blocks;
                 let groups = k_blocks.len() / (GROUP_ROWS * nb) * nb;
@@ -588,6 +635,7 @@ impl QuantizedBatch {
             self.blocks.clear();
             self.pairs.clear();
             self.groups.clear();
+            self.q4_0_acts.clear();
             self.paired = false;
             return Ok(());
         }
@@ -597,11 +645,22 @@ impl QuantizedBatch {
         on.spread(&mut self.blocks, |range, part| {
             k.quantize_act(&chunks[range], part)
         });
-        self.paired = interleave && k.matmul_uses_pairs();
+        if k.matmul_uses_q4_0_rows16() && layouts.q4_0_acts {
+            self.q4_0_acts.resize(self.blocks.len(), Q4_0Act::zeroed());
+            let blocks = &self.blocks;
+            on.spread(&mut self.q4_0_acts, |range, part| {
+                for (a, b) in part.iter_mut().zip(&blocks[range]) {
+                    *a = Q4_0Act::new(b);
+                }
+            });
+        } else {
+            self.q4_0_acts.clear();
+        }
+        self.paired = layouts.interleaved && k.matmul_uses_pairs();
         if !self.paired {
             self.pairs.clear();
         }
-        if !interleave || !k.matmul_uses_b32_groups() {
+        if !layouts.interleaved || !k.matmul_uses_b32_groups() {
             self.groups.clear();
         } else {
             let nb = cols / QK8_0;
@@ -669,6 +728,16 @@ impl QuantizedBatch {
         self.blocks.get(i * nb..(i + 1) * nb).unwrap_or(&[])
     }
 
+    /// Every row's Q8_0 blocks, row after row.
+    pub(crate) fn act_blocks(&self) -> &[ActBlock] {
+        &self.blocks
+    }
+
+    /// Every row's Q8_K blocks, row after row (empty unless asked for).
+    pub(crate) fn k_blocks(&self) -> &[BlockQ8K] {
+        &self.k_blocks
+    }
+
     /// Row `i`'s Q8_K form, empty unless asked for.
     pub(crate) fn k_row(&self, i: usize) -> &[BlockQ8K] {
         let nb = self.cols / QK_K;
@@ -682,6 +751,18 @@ impl QuantizedBatch {
         self.groups
             .get(g * nb..(g + 1) * nb)
             .filter(|s| !s.is_empty())
+    }
+
+    /// Every row's Q8_0 blocks in the sixteen-row Q4_0 GEMM's form, row
+    /// after row, if the batch was quantized with them.
+    pub(crate) fn q4_0_acts(&self) -> Option<&[Q4_0Act]> {
+        Some(&self.q4_0_acts[..]).filter(|a| !a.is_empty() && a.len() == self.blocks.len())
+    }
+
+    /// Every row's Q8_K blocks in the sixteen-row K-quant GEMM's form, row
+    /// after row, if the batch was quantized with them.
+    pub(crate) fn k_acts(&self) -> Option<&[Q8KAct]> {
+        Some(&self.k_acts[..]).filter(|a| !a.is_empty() && a.len() == self.k_blocks.len())
     }
 
     /// Rows `8g..8g + 8` interleaved, if the batch was quantized to Q8_K

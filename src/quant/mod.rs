@@ -97,8 +97,8 @@ pub(crate) mod q6_k;
 pub(crate) mod q8_k;
 pub(crate) mod quantize;
 
-pub(crate) use activation::Spread;
 pub use activation::{ActForms, QuantizedBatch, QuantizedVector};
+pub(crate) use activation::{BatchLayouts, Spread};
 pub use block::{BlockQ8_0, WeightBlock, QK8_0};
 pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
 pub use kcommon::QK_K;
