@@ -621,8 +621,6 @@ trait Rows16Gemm {
     /// Activation rows a call takes at most (what the kernel's
     /// accumulators leave of the registers).
     const MAX_T: usize;
-    /// Zeroes rows `from..16` of `tile` (a product's last tile).
-    fn clear_rows(tile: &mut Self::Tile, from: usize);
     fn gemm<const T: usize>(
         k: Dispatch,
         w: &[Self::Tile],
@@ -637,11 +635,6 @@ impl Rows16Gemm for Q4_0Gemm {
     type Tile = Q4_0Rows16;
     type Act = Q4_0Act;
     const MAX_T: usize = 8;
-    fn clear_rows(tile: &mut Q4_0Rows16, from: usize) {
-        for r in from..ROWS16 {
-            tile.set_row(r, &bytemuck::Zeroable::zeroed());
-        }
-    }
     fn gemm<const T: usize>(
         k: Dispatch,
         w: &[Q4_0Rows16],
@@ -660,11 +653,6 @@ impl Rows16Gemm for K4Gemm {
     // Four activation rows' two float sums and integer sum beside a
     // sub-block's eight registers of levels.
     const MAX_T: usize = 4;
-    fn clear_rows(tile: &mut K4Rows16, from: usize) {
-        for r in from..ROWS16 {
-            tile.set_row(r, &bytemuck::Zeroable::zeroed());
-        }
-    }
     fn gemm<const T: usize>(k: Dispatch, w: &[K4Rows16], x: [&[Q8KAct]; T]) -> [[f32; ROWS16]; T] {
         k.gemm_k4_rows16(w, x)
     }
@@ -698,12 +686,10 @@ fn gemm_rows16<G: Rows16Gemm>(
     let mut tile: Vec<G::Tile> = vec![bytemuck::Zeroable::zeroed(); nb];
     for j0 in (0..len).step_by(ROWS16) {
         let rows = ROWS16.min(len - j0);
+        // A last tile of fewer rows leaves its other lanes as the tile
+        // before left them (zeros, or other rows of this matrix): the
+        // kernels' lanes do not mix, and only `rows` of them are written.
         fill(&mut tile, j0, rows);
-        if rows < ROWS16 {
-            for t in &mut tile {
-                G::clear_rows(t, rows);
-            }
-        }
         let cols = j0..j0 + rows;
         let mut i = 0;
         while i < segs.len() {
@@ -776,7 +762,7 @@ fn k4_rows16(
             if first.is_multiple_of(PACK_ROWS) && rows.is_multiple_of(PACK_ROWS) {
                 let g0 = p.group(first / PACK_ROWS);
                 // A last tile of one group reads it twice; its second half
-                // is zeroed after.
+                // is never written out.
                 let g1 = p.group(first / PACK_ROWS + rows / PACK_ROWS - 1);
                 for (t, (b0, b1)) in tile.iter_mut().zip(g0.iter().zip(g1)) {
                     let (a, c) = (group(b0), group(b1));

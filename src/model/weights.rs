@@ -57,43 +57,15 @@ impl Embedding<'_> {
             Embedding::Quantized(Weight::Q8_0(m)) => dequantize_row_q8_0_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q4_0(m)) => dequantize_row_q4_0_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q4_0Packed(m)) => {
-                if n != m.cols() {
-                    return Err(crate::matvec::ShapeError::OutputLength {
-                        expected: m.cols(),
-                        got: n,
-                    }
-                    .into());
-                }
-                for (b, o) in out.chunks_exact_mut(crate::quant::QK4_0).enumerate() {
-                    dequantize_row_q4_0_into(&[m.row_block(id, b)], o)?;
-                }
+                packed_row_into(m, id, out, dequantize_row_q4_0_into)?
             }
             Embedding::Quantized(Weight::Q4K(m)) => dequantize_row_q4_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q4KPacked(m)) => {
-                let qk = crate::quant::QK_K;
-                if n != m.cols() {
-                    return Err(crate::matvec::ShapeError::OutputLength {
-                        expected: m.cols(),
-                        got: n,
-                    }
-                    .into());
-                }
-                for (b, o) in out.chunks_exact_mut(qk).enumerate() {
-                    dequantize_row_q4_k_into(&[m.row_block(id, b)], o)?;
-                }
+                packed_row_into(m, id, out, dequantize_row_q4_k_into)?
             }
             Embedding::Quantized(Weight::Q5K(m)) => dequantize_row_q5_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::Q5KPacked(m)) => {
-                if n != m.cols() {
-                    return Err(crate::matvec::ShapeError::OutputLength {
-                        expected: m.cols(),
-                        got: n,
-                    }
-                    .into());
-                }
-                for (b, o) in out.chunks_exact_mut(crate::quant::QK_K).enumerate() {
-                    dequantize_row_q5_k_into(&[m.row_block(id, b)], o)?;
-                }
+                packed_row_into(m, id, out, dequantize_row_q5_k_into)?
             }
             Embedding::Quantized(Weight::Q6K(m)) => dequantize_row_q6_k_into(m.row(id), out)?,
             Embedding::Quantized(Weight::F16(m)) => widen_into(m.row(id), out, f16::to_f32)?,
@@ -122,6 +94,28 @@ impl Embedding<'_> {
             Embedding::F16(_) | Embedding::Bf16(_) => 2 * hidden,
         }
     }
+}
+
+/// Row `id` of a packed matrix, dequantized block by block (its blocks
+/// lie eight rows together) with `dequantize`, the row type's own.
+fn packed_row_into<P: crate::quant::PackedBlock>(
+    m: &crate::matvec::PackedMatrix<'_, P>,
+    id: usize,
+    out: &mut [f32],
+    dequantize: impl Fn(&[P::Row], &mut [f32]) -> Result<(), crate::quant::QuantError>,
+) -> Result<(), ModelError> {
+    if out.len() != m.cols() {
+        return Err(crate::matvec::ShapeError::OutputLength {
+            expected: m.cols(),
+            got: out.len(),
+        }
+        .into());
+    }
+    let per_block = <P::Row as crate::quant::WeightBlock>::WEIGHTS;
+    for (b, o) in out.chunks_exact_mut(per_block).enumerate() {
+        dequantize(&[m.row_block(id, b)], o)?;
+    }
+    Ok(())
 }
 
 /// `out[i] = widen(row[i])`, after checking the lengths.

@@ -733,15 +733,22 @@ impl Dispatch {
         }
     }
 
-    /// Whether [`dot_q8_x4_pairs`](Self::dot_q8_x4_pairs) uses the paired
-    /// layout (so a batch should build it).
+    /// Whether this is the AVX-512 VNNI kernel: what its layout predicates
+    /// (paired rows, packed rows, the sixteen-row GEMMs) come down to.
     #[inline]
-    pub(crate) fn matmul_uses_pairs(self) -> bool {
+    fn is_avx512_vnni(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         if let Dispatch::Avx512Vnni(_) = self {
             return true;
         }
         false
+    }
+
+    /// Whether [`dot_q8_x4_pairs`](Self::dot_q8_x4_pairs) uses the paired
+    /// layout (so a batch should build it).
+    #[inline]
+    pub(crate) fn matmul_uses_pairs(self) -> bool {
+        self.is_avx512_vnni()
     }
 
     /// [`dot_q8_x4`](Self::dot_q8_x4), bit for bit, reading the rows from
@@ -888,11 +895,7 @@ impl Dispatch {
     /// the activation rows themselves, rather than the interleaved groups.
     #[inline]
     pub(crate) fn matmul_uses_q4_0_rows16(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Dispatch::Avx512Vnni(_) = self {
-            return true;
-        }
-        false
+        self.is_avx512_vnni()
     }
 
     /// `gemm_q4_0_rows16_reference(w, x)` (`quant::kgroup`): sixteen
@@ -1077,11 +1080,7 @@ impl Dispatch {
     /// other kernel would unpack each row again.
     #[inline]
     pub(crate) fn reads_packed_k(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Dispatch::Avx512Vnni(_) = self {
-            return true;
-        }
-        false
+        self.is_avx512_vnni()
     }
 
     /// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN
@@ -1110,11 +1109,7 @@ impl Dispatch {
     /// into a scratch row first.
     #[inline]
     pub(crate) fn reads_packed_q4_0(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Dispatch::Avx512Vnni(_) = self {
-            return true;
-        }
-        false
+        self.is_avx512_vnni()
     }
 
     /// `dot_q4_0` (as [`dot_q4_0_decode`](Self::dot_q4_0_decode) gives it)
