@@ -263,6 +263,37 @@ pub(crate) fn gemm_k4_rows16_reference<const T: usize>(
     })
 }
 
+/// [`gemm_q6_reference`]'s steps for sixteen interleaved Q6_K rows
+/// ([`Q6Rows16`]) against `T` activation rows ([`Q8KAct`]): `out[t][r]`
+/// is the single-row Q6_K dot of row `r` with row `t`, in plain Rust. What
+/// `avx512vnni::gemm_q6_rows16` returns.
+///
+/// # Panics
+///
+/// If an activation row's block count differs from `w.len()`.
+pub(crate) fn gemm_q6_rows16_reference<const T: usize>(
+    w: &[Q6Rows16],
+    x: [&[Q8KAct]; T],
+) -> [[f32; ROWS16]; T] {
+    core::array::from_fn(|t| {
+        assert_eq!(x[t].len(), w.len(), "K-quant GEMM: block counts differ");
+        core::array::from_fn(|r| {
+            let mut acc = 0.0f32;
+            for (wb, xb) in w.iter().zip(x[t]) {
+                let mut isum = 0i32;
+                for j in 0..16 {
+                    let s: i32 = (16 * j..16 * j + 16)
+                        .map(|k| i32::from(wb.q[k / 4][4 * r + k % 4]) * i32::from(xb.qs[k]))
+                        .sum();
+                    isum += wb.sc[j][r] * (s - 32 * i32::from(xb.bsums[j]));
+                }
+                acc = (wb.d[r] * xb.d).mul_add(isum as f32, acc);
+            }
+            acc
+        })
+    })
+}
+
 /// What the Q6_K GEMM returns (see [`gemm_k4_reference`]): per block, the
 /// exact `sum sc_j * (q - 32) * x` and one FMA of `(d * d_x) * f32(sum)`.
 ///
@@ -568,20 +599,74 @@ pub(crate) fn k4_tile_levels_reference(
     }
 }
 
-/// A Q8_K activation block as [`K4Rows16`]'s GEMM reads it: the values,
-/// the scale, and the 32-value sums of sub-blocks `2k` and `2k + 1` as the
-/// two `i16` halves of `bs[k]` (from the block's stored 16-value sums, as
-/// the single-row mins term takes them).
+/// Block `b` of sixteen Q6_K weight rows, unpacked and interleaved for the
+/// AVX-512 Q6_K GEMM (`avx512vnni::gemm_q6_rows16`), as [`K4Rows16`] is
+/// for Q4_K: one weight row per `i32` lane, so a sub-block's four
+/// `vpdpbusd` steps (the activation's four values broadcast, started from
+/// `-32` times the sub-block's activation sum) leave each row's exact
+/// sub-block sum in its lane, and one `vpmulld` by the rows' scales adds
+/// it to the block's integers, with nothing to reduce.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Q6Rows16 {
+    /// `q[s][4r..4r + 4]` = row `r`'s levels plus 32 (`0..=63`) of weights
+    /// `4s..4s + 4` (sub-block `s / 4`).
+    pub(crate) q: [[u8; 64]; QK_K / 4],
+    /// `sc[j][r]` = row `r`'s sub-block `j` scale.
+    pub(crate) sc: [[i32; ROWS16]; 16],
+    /// Each row's scale, widened.
+    pub(crate) d: [f32; ROWS16],
+}
+
+const _: () = assert!(core::mem::size_of::<Q6Rows16>() == 5184);
+
+impl Q6Rows16 {
+    /// Writes block `b` as row `r`'s (`r < 16`).
+    #[cfg(test)]
+    pub(crate) fn set_row(&mut self, r: usize, b: &BlockQ6K) {
+        self.set_row_levels(r, &Self::levels(b), b);
+    }
+
+    /// A block's levels plus 32 (`0..=63`), in weight order: what
+    /// [`set_row_levels`](Self::set_row_levels) takes.
+    #[inline(always)]
+    pub(crate) fn levels(b: &BlockQ6K) -> [u8; QK_K] {
+        b.levels().map(|l| (l + 32) as u8)
+    }
+
+    /// [`set_row`](Self::set_row) of block `b`, its levels given
+    /// ([`levels`](Self::levels) of it, made beforehand, where a loop
+    /// compiled for the running CPU's vector width makes them).
+    #[inline]
+    pub(crate) fn set_row_levels(&mut self, r: usize, levels: &[u8; QK_K], b: &BlockQ6K) {
+        let (words, _) = levels.as_chunks::<4>();
+        for (q, w) in self.q.iter_mut().zip(words) {
+            q[4 * r..4 * r + 4].copy_from_slice(w);
+        }
+        for (sc, &s) in self.sc.iter_mut().zip(&b.scales) {
+            sc[r] = i32::from(s);
+        }
+        self.d[r] = b.d_f32();
+    }
+}
+
+/// A Q8_K activation block as the sixteen-row K-quant GEMMs
+/// ([`K4Rows16`], [`Q6Rows16`]) read it: the values, the scale, the
+/// 32-value sums of sub-blocks `2k` and `2k + 1` as the two `i16` halves
+/// of `bs[k]` (from the block's stored 16-value sums, as the single-row
+/// mins term takes them), and the stored 16-value sums themselves (Q6_K's
+/// offset of 32).
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
 pub(crate) struct Q8KAct {
     pub(crate) qs: [i8; QK_K],
     pub(crate) bs: [i32; 4],
     pub(crate) d: f32,
+    pub(crate) bsums: [i16; QK_K / 16],
     _pad: [u8; 12],
 }
 
-const _: () = assert!(core::mem::size_of::<Q8KAct>() == 288);
+const _: () = assert!(core::mem::size_of::<Q8KAct>() == 320);
 
 impl Q8KAct {
     #[inline]
@@ -596,6 +681,7 @@ impl Q8KAct {
             a.bs[k] = i32::from(bs32(2 * k) as u16) | (i32::from(bs32(2 * k + 1)) << 16);
         }
         a.d = x.d;
+        a.bsums = x.bsums;
         a
     }
 }

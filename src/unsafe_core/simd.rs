@@ -31,8 +31,8 @@ mod x86 {
     use crate::quant::dot::x86_64::{avx2, avx512vnni, avxvnni};
     use crate::quant::dot::KRow;
     use crate::quant::kgroup::{
-        B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct,
-        Q8KGroup, GROUP_ROWS, ROWS16,
+        B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q6Rows16, Q8Group,
+        Q8KAct, Q8KGroup, GROUP_ROWS, ROWS16,
     };
     use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
     use crate::quant::q4_0::BlockQ4_0;
@@ -548,6 +548,18 @@ mod x86 {
             // found every feature this kernel enables (avx512bw included).
             // Checked by: src/quant/dot/mod.rs::k4_rows16_gemm_equals_the_reference_and_dot_k
             unsafe { avx512vnni::gemm_k4_rows16(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_q6_rows16<const T: usize>(
+            self,
+            w: &[Q6Rows16],
+            x: [&[Q8KAct]; T],
+        ) -> [[f32; ROWS16]; T] {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::q6_rows16_gemm_equals_the_reference_and_dot_q6_k
+            unsafe { avx512vnni::gemm_q6_rows16(w, x) }
         }
 
         #[inline]

@@ -78,8 +78,8 @@ use thiserror::Error;
 use super::activation::{ActBlock, PairBlock, QuantizedVector};
 use super::block::{BlockQ8_0, QK8_0};
 use super::kgroup::{
-    self, B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct,
-    Q8KGroup, GROUP_ROWS, ROWS16,
+    self, B32Levels, B32Signed, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q6Rows16,
+    Q8Group, Q8KAct, Q8KGroup, GROUP_ROWS, ROWS16,
 };
 use super::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, PackedBlock};
 use super::q4_0::{BlockQ4_0, QK4_0};
@@ -914,9 +914,11 @@ impl Dispatch {
         }
     }
 
-    /// Whether Q4_K and Q5_K prefill products run
-    /// [`gemm_k4_rows16`](Self::gemm_k4_rows16) (AVX-512 VNNI) rather than
-    /// the interleaved groups' [`gemm_k4_4x8`](Self::gemm_k4_4x8).
+    /// Whether packed Q4_K and Q5_K prefill products run
+    /// [`gemm_k4_rows16`](Self::gemm_k4_rows16), and Q6_K ones
+    /// [`gemm_q6_rows16`](Self::gemm_q6_rows16) (AVX-512 VNNI), rather than
+    /// the interleaved groups' [`gemm_k4_4x8`](Self::gemm_k4_4x8) and
+    /// [`gemm_q6_4x8`](Self::gemm_q6_4x8).
     #[inline]
     pub(crate) fn matmul_uses_k4_rows16(self) -> bool {
         self.matmul_uses_q4_0_rows16()
@@ -935,6 +937,23 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.gemm_k4_rows16(w, x),
             _ => kgroup::gemm_k4_rows16_reference(w, x),
+        }
+    }
+
+    /// `gemm_q6_rows16_reference(w, x)` (`quant::kgroup`): sixteen
+    /// interleaved Q6_K weight rows against `T` activation rows (their
+    /// sums their values'), each value the single-row dot's bits. Prefill
+    /// runs it wherever it runs [`gemm_k4_rows16`](Self::gemm_k4_rows16).
+    #[inline]
+    pub(crate) fn gemm_q6_rows16<const T: usize>(
+        self,
+        w: &[Q6Rows16],
+        x: [&[Q8KAct]; T],
+    ) -> [[f32; ROWS16]; T] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.gemm_q6_rows16(w, x),
+            _ => kgroup::gemm_q6_rows16_reference(w, x),
         }
     }
 
@@ -3444,6 +3463,133 @@ mod tests {
                     }
                 }
             });
+        }
+    }
+
+    /// Every kernel's sixteen-row Q6_K GEMM (`gemm_q6_rows16`) gives its
+    /// plain-Rust reference's bits and, on x86, the single-row dot's
+    /// (`dot_q6_k`, `dot_q6_k_summed`), for sixteen rows of any bytes
+    /// (every level and scale; super-scales of any size, NaN and infinite
+    /// now and then) and activation bytes down to -128, 0 to 3 blocks,
+    /// four, three and one activation rows a call, and at the extremes
+    /// (levels 0 and 63, scales -128 and 127, activations -128 and 127
+    /// over 13 blocks); short activation rows panic.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn q6_rows16_gemm_equals_the_reference_and_dot_q6_k() {
+        use crate::quant::kgroup::{gemm_q6_rows16_reference, Q6Rows16, Q8KAct, ROWS16};
+        use proptest::prelude::*;
+        let scale = prop_oneof![
+            8 => -2.0f32..2.0,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NAN),
+        ];
+        let case = (0usize..=3).prop_flat_map(move |nb| {
+            (
+                Just(nb),
+                prop::collection::vec(any::<u8>(), 16 * nb * 210),
+                prop::collection::vec(any::<u8>(), 4 * nb * 292),
+                prop::collection::vec((-2.0f32..2.0, scale.clone()), 16 * nb),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        fn blocks<B: bytemuck::Pod>(raw: &[u8], n: usize) -> Vec<B> {
+            let size = core::mem::size_of::<B>();
+            (0..n)
+                .map(|b| bytemuck::pod_read_unaligned(&raw[b * size..(b + 1) * size]))
+                .collect()
+        }
+        // Checks the GEMM of `w` (sixteen rows of `nb` blocks) against
+        // four activation rows.
+        let check =
+            |k: Dispatch, kernel: Kernel, w: &[BlockQ6K], nb: usize, xs: &[Vec<BlockQ8K>]| {
+                let acts: Vec<Vec<Q8KAct>> = xs
+                    .iter()
+                    .map(|x| x.iter().map(Q8KAct::new).collect())
+                    .collect();
+                let x4: [&[Q8KAct]; 4] = core::array::from_fn(|a| &acts[a][..]);
+                let mut tile = vec![<Q6Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                for r in 0..ROWS16 {
+                    for (b, t) in tile.iter_mut().enumerate() {
+                        t.set_row(r, &w[r * nb + b]);
+                    }
+                }
+                let got = k.gemm_q6_rows16(&tile, x4);
+                let got3 = k.gemm_q6_rows16::<3>(&tile, [x4[1], x4[2], x4[3]]);
+                let got1 = k.gemm_q6_rows16::<1>(&tile, [x4[2]]);
+                let want = gemm_q6_rows16_reference(&tile, x4);
+                for r in 0..ROWS16 {
+                    let row = &w[r * nb..(r + 1) * nb];
+                    for a in 0..4 {
+                        assert!(
+                            same(got[a][r], want[a][r]),
+                            "{kernel:?} row {r} act {a}: {} vs {}",
+                            got[a][r],
+                            want[a][r]
+                        );
+                        // The scalar kernel's dots round otherwise; the x86
+                        // kernels share this float step.
+                        if !matches!(kernel, Kernel::Scalar | Kernel::Neon | Kernel::NeonDot) {
+                            let dot = k.dot_q6_k(row, &xs[a]);
+                            assert!(
+                                same(want[a][r], dot),
+                                "{kernel:?} row {r} act {a}: {} vs dot {dot}",
+                                want[a][r]
+                            );
+                            assert!(same(dot, k.dot_q6_k_summed(row, &xs[a])));
+                        }
+                    }
+                    for a in 0..3 {
+                        assert!(same(got3[a][r], want[1 + a][r]));
+                    }
+                    assert!(same(got1[0][r], want[2][r]));
+                }
+                if nb > 0 {
+                    let short = std::panic::catch_unwind(|| {
+                        k.gemm_q6_rows16::<2>(&tile, [x4[0], &x4[1][..nb - 1]])
+                    });
+                    assert!(short.is_err());
+                }
+            };
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else {
+                eprintln!("q6_rows16_gemm_equals_the_reference_and_dot_q6_k: {kernel:?} skipped, the CPU lacks it");
+                continue;
+            };
+            proptest!(ProptestConfig::with_cases(48), |((nb, wraw, xraw, ds) in case.clone())| {
+                let xs: Vec<Vec<BlockQ8K>> = (0..4).map(|a| {
+                    let mut x: Vec<BlockQ8K> = blocks(&xraw[a * nb * 292..], nb);
+                    for (b, xb) in x.iter_mut().enumerate() {
+                        xb.d = ds[a * nb + b].0;
+                        xb.bsums = BlockQ8K::sums_of(&xb.qs);
+                    }
+                    x
+                }).collect();
+                let mut w: Vec<BlockQ6K> = blocks(&wraw, 16 * nb);
+                for (i, wb) in w.iter_mut().enumerate() {
+                    wb.d = f16::from_f32(ds[i].1).to_le_bytes();
+                }
+                check(k, kernel, &w, nb, &xs);
+            });
+            for (level, scale, xv) in [(0xffu8, -128i8, -128i8), (0, -128, -128), (0xff, 127, 127)]
+            {
+                let nb = 13;
+                let wb = BlockQ6K {
+                    ql: [level; 128],
+                    qh: [level; 64],
+                    scales: [scale; 16],
+                    d: f16::from_f32(0.5).to_le_bytes(),
+                };
+                let xb = BlockQ8K {
+                    d: 0.25,
+                    qs: [xv; 256],
+                    bsums: [16 * i16::from(xv); 16],
+                };
+                check(k, kernel, &vec![wb; 16 * nb], nb, &vec![vec![xb; nb]; 4]);
+            }
         }
     }
 

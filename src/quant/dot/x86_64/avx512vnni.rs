@@ -44,8 +44,8 @@ use half::f16;
 use crate::quant::activation::{ActBlock, NibbleGroup, PairBlock};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::kgroup::{
-    B32Levels, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q8Group, Q8KAct, Q8KGroup,
-    GROUP_ROWS, ROWS16,
+    B32Levels, K4Levels, K4Rows16, Q4_0Act, Q4_0Rows16, Q6Levels, Q6Rows16, Q8Group, Q8KAct,
+    Q8KGroup, GROUP_ROWS, ROWS16,
 };
 use crate::quant::packed::{BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8};
 use crate::quant::q4_0::BlockQ4_0;
@@ -1031,6 +1031,67 @@ pub(crate) fn gemm_k4_rows16<const T: usize>(
         }
     }
     core::array::from_fn(|t| bytemuck::cast(_mm512_add_ps(acc[t], acc_min[t])))
+}
+
+/// Sixteen Q6_K weight rows ([`Q6Rows16`], block by block) against `T`
+/// activation rows: `out[t][r]` is the single-row dot of weight row `r`
+/// with activation row `t`, bit for bit (NaN payloads aside), for
+/// activation blocks whose sums (`bsums`) are their values' (every block
+/// this crate quantizes): the steps `quant::kgroup::gemm_q6_rows16_reference`
+/// states.
+///
+/// Each `i32` lane is one weight row, as in [`gemm_k4_rows16`]: per four
+/// weights one `vpdpbusd` of the sixteen rows' levels plus 32 by the
+/// activation's four values, broadcast, into sums started from `-32`
+/// times the sub-block's activation sum, so a sub-block's four steps leave
+/// each row's exact `sum (q - 32) * x` in its lane (at most `16 * 32 *
+/// 128` in magnitude, and before the offset `16 * 63 * 128 + 32 * 2048`);
+/// one `vpmulld` scales it by the rows' scales (a block's sixteen at most
+/// `2^27`). The float step is the single-row kernel's, lane by lane:
+/// `(d * d_x)` rounded, then one FMA of the block's sum. A sub-block's
+/// levels, loaded once, serve all `T` activation rows.
+///
+/// # Panics
+///
+/// If an activation row's block count differs from `w.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn gemm_q6_rows16<const T: usize>(
+    w: &[Q6Rows16],
+    x: [&[Q8KAct]; T],
+) -> [[f32; ROWS16]; T] {
+    for xt in x {
+        assert_eq!(xt.len(), w.len(), "K-quant GEMM: block counts differ");
+    }
+    let mut acc = [_mm512_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let mut isum = [_mm512_setzero_si512(); T];
+        let (steps, _) = wb.q.as_chunks::<4>();
+        for (j, step) in steps.iter().enumerate() {
+            let q: [__m512i; 4] = bytemuck::cast(*step);
+            let sc: __m512i = bytemuck::cast(wb.sc[j]);
+            for (t, is) in isum.iter_mut().enumerate() {
+                let xb = &x[t][b];
+                let (xq, _) = xb.qs.as_chunks::<4>();
+                let four = |p: usize| {
+                    _mm512_set1_epi32(i32::from_le_bytes(xq[4 * j + p].map(|v| v as u8)))
+                };
+                // Two chains of two steps: half the latency of one.
+                let mut s0 = _mm512_set1_epi32(-32 * i32::from(xb.bsums[j]));
+                let mut s1 = _mm512_setzero_si512();
+                for p in 0..2 {
+                    s0 = _mm512_dpbusd_epi32(s0, q[p], four(p));
+                    s1 = _mm512_dpbusd_epi32(s1, q[p + 2], four(p + 2));
+                }
+                *is = _mm512_add_epi32(*is, _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+            }
+        }
+        let d: __m512 = bytemuck::cast(wb.d);
+        for t in 0..T {
+            let d_x = _mm512_set1_ps(x[t][b].d);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, d_x), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    core::array::from_fn(|t| bytemuck::cast(acc[t]))
 }
 
 /// `quant::kgroup::k4_tile_levels_reference`: a [`K4Rows16`] tile's
