@@ -634,7 +634,7 @@ impl Q6Rows16 {
         b.levels().map(|l| (l + 32) as u8)
     }
 
-    /// [`set_row`](Self::set_row) of block `b`, its levels given
+    /// Writes block `b` as row `r`'s (`r < 16`), its levels given
     /// ([`levels`](Self::levels) of it, made beforehand, where a loop
     /// compiled for the running CPU's vector width makes them).
     #[inline]
