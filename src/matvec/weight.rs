@@ -754,16 +754,18 @@ fn rows16_step<G: Rows16Gemm, const T: usize>(
 /// no caller makes today: a product's tasks start at multiples of 64
 /// rows, and a packed matrix has whole groups). A Q6_K matrix (row-major:
 /// its decode products stream the rows as they lie) runs
-/// [`Dispatch::gemm_q6_rows16`], its tiles filled a row at a time. Row-major
+/// [`Dispatch::gemm_q6_rows16`], sixteen rows at a time into a tile. Row-major
 /// Q4_K and Q5_K matrices (a mapped file's) keep the interleaved groups'
 /// GEMM, which unpacks each row once per pass.
 ///
 /// On an AMD EPYC (Zen 4) VM, one thread, a Q6_K Qwen3-0.6B's prefill of
-/// 128 tokens took 623-676 ms with the sixteen-row Q6_K GEMM against
-/// 680-787 with the interleaved groups' (`inferno bench --trace`, three
-/// alternated rounds; the gate/up product 187-201 ms against 218-243).
-/// Filled from each block's levels made by the portable loop, not one
-/// compiled for AVX-512, the gain was half as large.
+/// 128 tokens spent 573-574 ms in its traced operations with the
+/// sixteen-row Q6_K GEMM, its tiles filled in registers
+/// ([`Dispatch::q6_tile_rows`]), against 660-667 with the interleaved
+/// groups' GEMM (`inferno bench --trace`, alternated rounds; the gate/up
+/// product 180 ms against 213-216, the 3072-wide down product 78 against
+/// 101). Tiles filled a row at a time, from levels unpacked by a loop
+/// compiled for AVX-512, left 641-672 ms.
 fn k4_rows16(
     k: Dispatch,
     w: &Weight<'_>,
@@ -814,18 +816,12 @@ fn k4_rows16(
     }
     match w {
         Weight::Q6K(m) => {
-            // Row-major rows, a row at a time into the tile's lanes, their
-            // levels unpacked by a loop compiled for the CPU's width.
+            // Sixteen row-major rows into the tile's lanes at once; a last
+            // tile of fewer rows repeats its last row in the lanes it does
+            // not write out.
             let fill = |tile: &mut [Q6Rows16], j0: usize, rows: usize| {
-                let mut levels = Vec::with_capacity(tile.len());
-                for r in 0..rows {
-                    let row = m.row(r0 + j0 + r);
-                    levels.clear();
-                    k.unpack_row(row, &mut levels, Q6Rows16::levels);
-                    for ((t, l), b) in tile.iter_mut().zip(&levels).zip(row) {
-                        t.set_row_levels(r, l, b);
-                    }
-                }
+                let row = |r: usize| m.row(r0 + j0 + r.min(rows - 1));
+                k.q6_tile_rows(tile, core::array::from_fn(row));
             };
             let acts = q8_k_acts(xs);
             gemm_rows16::<Q6Gemm>(k, m.blocks_per_row(), &acts, fill, segs)

@@ -563,6 +563,14 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn q6_tile_rows(self, tile: &mut [Q6Rows16], rows: [&[BlockQ6K]; ROWS16]) {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::q6_rows16_gemm_equals_the_reference_and_dot_q6_k
+            unsafe { avx512vnni::q6_tile_rows(tile, rows) }
+        }
+
+        #[inline]
         pub(crate) fn k4_tile_levels(
             self,
             t: &mut K4Rows16,

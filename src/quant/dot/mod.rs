@@ -957,6 +957,30 @@ impl Dispatch {
         }
     }
 
+    /// Fills a [`Q6Rows16`] tile with block `b` of row `r` of `rows` at
+    /// `tile[b]`'s lane `r`, as `Q6Rows16::set_row` would: on AVX-512
+    /// VNNI in registers (each row's levels rebuilt, then transposed),
+    /// elsewhere a row at a time.
+    ///
+    /// # Panics
+    ///
+    /// If a row's block count differs from `tile.len()`.
+    #[inline]
+    pub(crate) fn q6_tile_rows(self, tile: &mut [Q6Rows16], rows: [&[BlockQ6K]; ROWS16]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.q6_tile_rows(tile, rows),
+            _ => {
+                for (r, row) in rows.iter().enumerate() {
+                    assert_eq!(row.len(), tile.len(), "q6_tile_rows: block counts differ");
+                    for (t, b) in tile.iter_mut().zip(*row) {
+                        t.set_row_levels(r, &Q6Rows16::levels(b), b);
+                    }
+                }
+            }
+        }
+    }
+
     /// `k4_tile_levels_reference(t, qs, qh)` (`quant::kgroup`): a sixteen-row
     /// K-quant tile's levels from two packed groups' block.
     #[inline]
@@ -3517,6 +3541,19 @@ mod tests {
                         t.set_row(r, &w[r * nb + b]);
                     }
                 }
+                let mut filled = vec![<Q6Rows16 as bytemuck::Zeroable>::zeroed(); nb];
+                let rows = |r: usize| &w[r * nb..(r + 1) * nb];
+                k.q6_tile_rows(&mut filled, core::array::from_fn(rows));
+                assert!(
+                    bytemuck::cast_slice::<Q6Rows16, u8>(&filled)
+                        == bytemuck::cast_slice::<Q6Rows16, u8>(&tile),
+                    "{kernel:?}: q6_tile_rows differs from set_row"
+                );
+                let mut longer = vec![<Q6Rows16 as bytemuck::Zeroable>::zeroed(); nb + 1];
+                let short = std::panic::catch_unwind(move || {
+                    k.q6_tile_rows(&mut longer, core::array::from_fn(rows));
+                });
+                assert!(short.is_err());
                 let got = k.gemm_q6_rows16(&tile, x4);
                 let got3 = k.gemm_q6_rows16::<3>(&tile, [x4[1], x4[2], x4[3]]);
                 let got1 = k.gemm_q6_rows16::<1>(&tile, [x4[2]]);

@@ -225,25 +225,7 @@ struct Q6Prep {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
-    let low4 = _mm512_set1_epi8(0x0f);
-    let low2 = _mm512_set1_epi8(0x03);
-    let halves =
-        |lo: i16, hi: i16| _mm512_inserti64x4::<1>(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi));
-    let (ql, _) = wb.ql.as_chunks::<64>();
-    let (qh, _) = wb.qh.as_chunks::<32>();
-    let mut q = [_mm512_setzero_si512(); 4];
-    for h in 0..2 {
-        let l: __m512i = bytemuck::cast(ql[h]);
-        let hb = _mm512_broadcast_i64x4(bytemuck::cast(qh[h]));
-        // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
-        let top =
-            |s: __m512i| _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(hb, s), low2));
-        q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), top(halves(0, 2)));
-        q[2 * h + 1] = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi16::<4>(l), low4),
-            top(halves(4, 6)),
-        );
-    }
+    let q = q6_levels(wb);
     let sc16 = _mm256_cvtepi8_epi16(bytemuck::cast(wb.scales));
     let wide = _mm512_castsi256_si512(sc16);
     let sc = core::array::from_fn(|k| {
@@ -268,6 +250,106 @@ fn q6_k_prep(wb: &BlockQ6K) -> Q6Prep {
         sc,
         sc16,
         d: super::avx2::f16_pair(wb.d, [0; 2]).0,
+    }
+}
+
+/// A Q6_K block's levels plus 32 (`0..=63`) in weight order, 64 to a
+/// register: per 128 weights, one 64-byte load of low nibbles and a
+/// broadcast of 32 bytes of high bit pairs, shifted by a different count
+/// in each half, rebuild two registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_levels(wb: &BlockQ6K) -> [__m512i; 4] {
+    let low4 = _mm512_set1_epi8(0x0f);
+    let low2 = _mm512_set1_epi8(0x03);
+    let halves =
+        |lo: i16, hi: i16| _mm512_inserti64x4::<1>(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi));
+    let (ql, _) = wb.ql.as_chunks::<64>();
+    let (qh, _) = wb.qh.as_chunks::<32>();
+    let mut q = [_mm512_setzero_si512(); 4];
+    for h in 0..2 {
+        let l: __m512i = bytemuck::cast(ql[h]);
+        let hb = _mm512_broadcast_i64x4(bytemuck::cast(qh[h]));
+        // Top bits `(qh >> 2i) & 3` moved to bits 4-5 of each byte.
+        let top =
+            |s: __m512i| _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(hb, s), low2));
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), top(halves(0, 2)));
+        q[2 * h + 1] = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(l), low4),
+            top(halves(4, 6)),
+        );
+    }
+    q
+}
+
+/// `v[r]`'s `i32` lane `i` becomes lane `r` of the result's `i`-th
+/// register: the transpose of a 16 x 16 matrix of `i32` (unpack pairs,
+/// then 64-bit pairs, then 128-bit lanes twice; 64 shuffles).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn transpose_dwords(v: [__m512i; 16]) -> [__m512i; 16] {
+    // t[2p] lane L: (v[2p][4L], v[2p + 1][4L], v[2p][4L + 1], v[2p + 1][4L + 1]);
+    // t[2p + 1]: the same of elements 4L + 2 and 4L + 3.
+    let mut t = [_mm512_setzero_si512(); 16];
+    for p in 0..8 {
+        t[2 * p] = _mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]);
+        t[2 * p + 1] = _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]);
+    }
+    // u[4q + k] lane L: element 4L + k of rows 4q..4q + 4.
+    let mut u = [_mm512_setzero_si512(); 16];
+    for q in 0..4 {
+        u[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+    }
+    // Element 4L + k of every row: lane L of u[k], u[4 + k], u[8 + k],
+    // u[12 + k], in that order.
+    let mut out = [_mm512_setzero_si512(); 16];
+    for k in 0..4 {
+        let a_lo = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[k], u[4 + k]);
+        let a_hi = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[k], u[4 + k]);
+        let b_lo = _mm512_shuffle_i32x4::<0b01_00_01_00>(u[8 + k], u[12 + k]);
+        let b_hi = _mm512_shuffle_i32x4::<0b11_10_11_10>(u[8 + k], u[12 + k]);
+        out[k] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a_lo, b_lo);
+        out[4 + k] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a_lo, b_lo);
+        out[8 + k] = _mm512_shuffle_i32x4::<0b10_00_10_00>(a_hi, b_hi);
+        out[12 + k] = _mm512_shuffle_i32x4::<0b11_01_11_01>(a_hi, b_hi);
+    }
+    out
+}
+
+/// Fills `tile` (block `b` of each of the sixteen rows `rows[r]`, one per
+/// lane) as `Q6Rows16::set_row` of every row and block would, byte for
+/// byte: each row's levels rebuilt in registers ([`q6_levels`]), four
+/// levels of each of sixteen rows side by side by a transpose of `i32`s
+/// ([`transpose_dwords`]), the scales widened and transposed likewise. Per
+/// block of sixteen rows 64 level registers and 320 shuffles, where a row
+/// at a time scatters 1,024 four-byte words.
+///
+/// # Panics
+///
+/// If a row's block count differs from `tile.len()`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn q6_tile_rows(tile: &mut [Q6Rows16], rows: [&[BlockQ6K]; ROWS16]) {
+    for r in rows {
+        assert_eq!(r.len(), tile.len(), "q6_tile_rows: block counts differ");
+    }
+    for (b, t) in tile.iter_mut().enumerate() {
+        let levels: [[__m512i; 4]; ROWS16] = core::array::from_fn(|r| q6_levels(&rows[r][b]));
+        for (c, steps) in t.q.chunks_exact_mut(ROWS16).enumerate() {
+            let words = transpose_dwords(core::array::from_fn(|r| levels[r][c]));
+            for (step, w) in steps.iter_mut().zip(words) {
+                *step = bytemuck::cast(w);
+            }
+        }
+        let scales = transpose_dwords(core::array::from_fn(|r| {
+            _mm512_cvtepi8_epi32(bytemuck::cast(rows[r][b].scales))
+        }));
+        for (sc, s) in t.sc.iter_mut().zip(scales) {
+            *sc = bytemuck::cast(s);
+        }
+        t.d = core::array::from_fn(|r| rows[r][b].d_f32());
     }
 }
 
