@@ -798,10 +798,7 @@ fn k4_rows16(
                 for (t, (b0, b1)) in tile.iter_mut().zip(g0.iter().zip(g1)) {
                     let (a, c) = (group(b0), group(b1));
                     k.k4_tile_levels(t, [a.qs, c.qs], a.qh.zip(c.qh).map(|(x, y)| [x, y]));
-                    for r in 0..PACK_ROWS {
-                        t.set_head(r, &a.heads[r]);
-                        t.set_head(PACK_ROWS + r, &c.heads[r]);
-                    }
+                    k.k4_tile_heads(t, [a.heads, c.heads]);
                 }
             } else {
                 for r in 0..rows {

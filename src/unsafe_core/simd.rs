@@ -584,6 +584,14 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn k4_tile_heads(self, t: &mut K4Rows16, heads: [&[[u8; 16]; 8]; 2]) {
+            // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
+            // found every feature this kernel enables (avx512bw included).
+            // Checked by: src/quant/dot/mod.rs::k4_rows16_gemm_equals_the_reference_and_dot_k
+            unsafe { avx512vnni::k4_tile_heads(t, heads) }
+        }
+
+        #[inline]
         pub(crate) fn gemm_q4_0_rows16<const T: usize>(
             self,
             w: &[Q4_0Rows16],

@@ -997,6 +997,24 @@ impl Dispatch {
         }
     }
 
+    /// `K4Rows16::set_head` of rows `0..8` from `heads[0]` and `8..16`
+    /// from `heads[1]` (two packed groups' heads): the same tile bits (NaN
+    /// payloads aside), on AVX-512 VNNI sixteen heads at once.
+    #[inline]
+    pub(crate) fn k4_tile_heads(self, t: &mut K4Rows16, heads: [&[[u8; 16]; 8]; 2]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(tk) => tk.k4_tile_heads(t, heads),
+            _ => {
+                for (g, group) in heads.iter().enumerate() {
+                    for (r, head) in group.iter().enumerate() {
+                        t.set_head(8 * g + r, head);
+                    }
+                }
+            }
+        }
+    }
+
     /// `gemm_q6_reference(w, x)`, as [`gemm_k4_4x8`](Self::gemm_k4_4x8).
     #[inline]
     pub(crate) fn gemm_q6_4x8(self, w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_ROWS]; 4] {
@@ -3370,8 +3388,9 @@ mod tests {
     /// code; scales of any size, NaN and infinite now and then) and
     /// activation bytes down to -128, 0 to 3 blocks, four, three and one
     /// activation rows a call; a tile's levels from two packed groups
-    /// (`k4_tile_levels` and `set_head`) are the bytes `set_row` of each
-    /// row's unpacked block writes; short activation rows panic.
+    /// (`k4_tile_levels` and `k4_tile_heads`) are the bytes `set_row` of
+    /// each row's unpacked block writes (NaN payloads of the scales aside);
+    /// short activation rows panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -3444,21 +3463,27 @@ mod tests {
                             let (g0, g1) = (b, nb + b);
                             if q5 {
                                 k.k4_tile_levels(t, [&p5[g0].qs, &p5[g1].qs], Some([&p5[g0].qh, &p5[g1].qh]));
-                                for r in 0..8 {
-                                    t.set_head(r, &p5[g0].heads[r]);
-                                    t.set_head(8 + r, &p5[g1].heads[r]);
-                                }
+                                k.k4_tile_heads(t, [&p5[g0].heads, &p5[g1].heads]);
                             } else {
                                 k.k4_tile_levels(t, [&p4[g0].qs, &p4[g1].qs], None);
-                                for r in 0..8 {
-                                    t.set_head(r, &p4[g0].heads[r]);
-                                    t.set_head(8 + r, &p4[g1].heads[r]);
-                                }
+                                k.k4_tile_heads(t, [&p4[g0].heads, &p4[g1].heads]);
                             }
                         }
                     }
+                    // The same bits, NaN payloads of the scales aside.
+                    let canonical = |t: &[K4Rows16]| -> Vec<u8> {
+                        let mut t = t.to_vec();
+                        for b in &mut t {
+                            for v in b.d.iter_mut().chain(b.dmin.iter_mut()) {
+                                if v.is_nan() {
+                                    *v = f32::NAN;
+                                }
+                            }
+                        }
+                        bytemuck::cast_slice::<K4Rows16, u8>(&t).to_vec()
+                    };
                     prop_assert!(
-                        bytemuck::cast_slice::<K4Rows16, u8>(&from_packed) == bytemuck::cast_slice::<K4Rows16, u8>(&tile),
+                        canonical(&from_packed) == canonical(&tile),
                         "{:?} q5 {}: the packed tile differs", kernel, q5
                     );
                     let got = k.gemm_k4_rows16(&tile, x4);
