@@ -138,9 +138,9 @@ impl<'a> Weight<'a> {
     /// - the paired and grouped Q8_0 blocks: Q8_0 matrices, and Q4_0 ones
     ///   but where AVX-512 VNNI's sixteen-row GEMM reads the blocks in its
     ///   own form (`q4_0_acts`);
-    /// - the grouped Q8_K blocks: Q6_K matrices and row-major Q4_K and
-    ///   Q5_K ones, and packed ones where the sixteen-row K-quant GEMM
-    ///   does not run (which reads its own form, `k_acts`).
+    /// - the grouped Q8_K blocks: row-major Q4_K and Q5_K matrices, and
+    ///   packed Q4_K and Q5_K ones and Q6_K ones where the sixteen-row
+    ///   K-quant GEMMs do not run (which read their own form, `k_acts`).
     ///
     /// A kernel without a reader for a copy skips it whatever this says.
     pub(crate) fn batch_layouts(k: Dispatch, ws: &[Weight<'_>]) -> BatchLayouts {
@@ -618,7 +618,8 @@ pub(crate) fn gemm_group_rows(
 }
 
 /// A sixteen-row GEMM of AVX-512 VNNI (`quant::kgroup`'s [`Q4_0Rows16`],
-/// [`K4Rows16`]): its weight tile, its activation form and its kernel.
+/// [`K4Rows16`], [`Q6Rows16`]): its weight tile, its activation form and
+/// its kernel.
 trait Rows16Gemm {
     /// Sixteen weight rows' block, interleaved.
     type Tile: bytemuck::Pod;
@@ -685,9 +686,10 @@ impl Rows16Gemm for K4Gemm {
 /// product's bits; returns the batch rows done (all of them, or none for a
 /// matrix without columns or rows).
 ///
-/// Each tile of sixteen weight rows is interleaved (from row-major rows a
-/// row at a time, which the hardware prefetchers follow, or from packed
-/// groups eight rows at a time) and meets every batch row, up to
+/// Each tile of sixteen weight rows is interleaved (Q4_0's from row-major
+/// rows a row at a time, which the hardware prefetchers follow; Q6_K's
+/// sixteen row-major rows at once, in registers; packed groups eight rows
+/// at a time) and meets every batch row, up to
 /// [`Rows16Gemm::MAX_T`] at a time (eight for Q4_0, four for the
 /// K-quants). The activation forms are compact (40 bytes per 32
 /// Q4_0 columns, so a 128-row batch of 3072-wide rows stays in L2).
@@ -864,7 +866,8 @@ fn q4_0_acts(xs: &QuantizedBatch) -> Cow<'_, [Q4_0Act]> {
     )
 }
 
-/// The batch's Q8_K blocks in [`K4Gemm`]'s form, as [`q4_0_acts`].
+/// The batch's Q8_K blocks in [`K4Gemm`]'s and [`Q6Gemm`]'s form, as
+/// [`q4_0_acts`].
 fn q8_k_acts(xs: &QuantizedBatch) -> Cow<'_, [Q8KAct]> {
     xs.k_acts().map_or_else(
         || Cow::Owned(xs.k_blocks().iter().map(Q8KAct::new).collect()),

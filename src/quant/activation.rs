@@ -511,8 +511,9 @@ pub struct QuantizedBatch {
     /// With AVX-512 VNNI and Q4_0 matrices to read it: every Q8_0 block in
     /// the sixteen-row Q4_0 GEMM's form (`Q4_0Act`).
     q4_0_acts: Vec<Q4_0Act>,
-    /// With AVX-512 VNNI and packed Q4_K/Q5_K matrices to read it: every
-    /// Q8_K block in the sixteen-row K-quant GEMM's form (`Q8KAct`).
+    /// With AVX-512 VNNI and packed Q4_K/Q5_K matrices or Q6_K ones to read
+    /// it: every Q8_K block in the sixteen-row K-quant GEMMs' form
+    /// (`Q8KAct`).
     k_acts: Vec<Q8KAct>,
     rows: usize,
     cols: usize,

@@ -942,8 +942,10 @@ impl Dispatch {
 
     /// `gemm_q6_rows16_reference(w, x)` (`quant::kgroup`): sixteen
     /// interleaved Q6_K weight rows against `T` activation rows (their
-    /// sums their values'), each value the single-row dot's bits. Prefill
-    /// runs it wherever it runs [`gemm_k4_rows16`](Self::gemm_k4_rows16).
+    /// sums their values'), each value the x86 single-row dot's bits (the
+    /// AVX-512 kernel's; elsewhere the reference, which prefill does not
+    /// call: it runs this GEMM where it runs
+    /// [`gemm_k4_rows16`](Self::gemm_k4_rows16)).
     #[inline]
     pub(crate) fn gemm_q6_rows16<const T: usize>(
         self,
@@ -3518,8 +3520,8 @@ mod tests {
     /// Every kernel's sixteen-row Q6_K GEMM (`gemm_q6_rows16`) gives its
     /// plain-Rust reference's bits and, on x86, the single-row dot's
     /// (`dot_q6_k`, `dot_q6_k_summed`), for sixteen rows of any bytes
-    /// (every level and scale; super-scales of any size, NaN and infinite
-    /// now and then) and activation bytes down to -128, 0 to 3 blocks,
+    /// (every level and scale; super-scales in -2..2, NaN and infinite now
+    /// and then) and activation bytes down to -128, 0 to 3 blocks,
     /// four, three and one activation rows a call, and at the extremes
     /// (levels 0 and 63, scales -128 and 127, activations -128 and 127
     /// over 13 blocks); short activation rows panic.

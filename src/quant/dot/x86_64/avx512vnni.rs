@@ -1127,7 +1127,8 @@ pub(crate) fn gemm_k4_rows16<const T: usize>(
 /// activation's four values, broadcast, into sums started from `-32`
 /// times the sub-block's activation sum, so a sub-block's four steps leave
 /// each row's exact `sum (q - 32) * x` in its lane (at most `16 * 32 *
-/// 128` in magnitude, and before the offset `16 * 63 * 128 + 32 * 2048`);
+/// 128` in magnitude, and no partial sum beyond `32 * 2048 + 16 * 63 *
+/// 128`);
 /// one `vpmulld` scales it by the rows' scales (a block's sixteen at most
 /// `2^27`). The float step is the single-row kernel's, lane by lane:
 /// `(d * d_x)` rounded, then one FMA of the block's sum. A sub-block's
