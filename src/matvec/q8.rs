@@ -236,11 +236,22 @@ pub fn matmul_q8_0_rayon(
         return matmul_q8_0(w, xs, out);
     }
     check_batch(w, xs, out)?;
+    matmul_q8_0_rayon_with(selected().1, w, xs, out);
+    Ok(())
+}
+
+/// [`matmul_q8_0_rayon`] with kernel `k`, shapes checked by the caller
+/// (a batch of any size: the tasks split the weight rows).
+pub(crate) fn matmul_q8_0_rayon_with(
+    k: Dispatch,
+    w: &Q8Matrix<'_>,
+    xs: &QuantizedBatch,
+    out: &mut [f32],
+) {
     let rows = w.rows();
     if rows == 0 {
-        return Ok(());
+        return;
     }
-    let (_, k) = selected();
     // tasks[t][i] is output row i's slice of weight rows t*64..t*64+64.
     let task_rows = super::weight::TASK_ROWS;
     let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(task_rows))
@@ -255,7 +266,6 @@ pub fn matmul_q8_0_rayon(
         .into_par_iter()
         .enumerate()
         .for_each(|(t, mut segs)| matmul_rows(k, w, xs, t * task_rows, &mut segs));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1037,9 +1037,7 @@ pub(crate) fn matmul_any_rayon(k: Dispatch, w: &Weight<'_>, xs: &QuantizedBatch,
         return matmul_any_with(k, w, xs, out);
     }
     if let Weight::Q8_0(m) = w {
-        // Shapes are checked, so this cannot fail.
-        let _ = super::q8::matmul_q8_0_rayon(m, xs, out);
-        return;
+        return super::q8::matmul_q8_0_rayon_with(k, m, xs, out);
     }
     let mut tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(TASK_ROWS))
         .map(|_| Vec::with_capacity(xs.rows()))
@@ -1311,6 +1309,48 @@ mod tests {
             let mut none: [f32; 0] = [];
             check_stacked_any(&m0.weights(), &xq, &none).unwrap();
             stacked_rows_any(k, &m0.weights(), &xq, 0..0, &mut none);
+        }
+    }
+
+    /// Prefill's rayon tasks (`matmul_any_rayon`) give the serial
+    /// product's bits with the kernel they are handed, whichever it is
+    /// (Q8_0's tasks once ran the selected kernel instead), for every
+    /// weight type.
+    #[cfg_attr(
+        miri,
+        ignore = "safe code only under Miri (no token, no prefetch), and slow there"
+    )]
+    #[test]
+    fn rayon_tasks_run_the_kernel_they_are_given() {
+        // 130 rows: three tasks, the last one short; a batch past the
+        // threshold for tasks.
+        let mats = Mats::new(130, 2 * QK_K);
+        let n = crate::matvec::MATMUL_PAR_MIN_ROWS.max(4) + 1;
+        let x: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                input(mats.cols)
+                    .into_iter()
+                    .map(move |v| v * (i as f32 + 1.0))
+            })
+            .collect();
+        let mut xs = QuantizedBatch::new();
+        xs.quantize_forms(&x, mats.cols, ActForms::ALL).unwrap();
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for w in mats.weights() {
+                let mut serial = vec![f32::NAN; n * w.rows()];
+                matmul_any_with(k, &w, &xs, &mut serial);
+                let mut tasks = vec![f32::NAN; n * w.rows()];
+                matmul_any_rayon(k, &w, &xs, &mut tasks);
+                assert!(
+                    serial
+                        .iter()
+                        .zip(&tasks)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{kernel:?} {}",
+                    w.type_name()
+                );
+            }
         }
     }
 

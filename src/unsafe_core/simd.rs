@@ -587,7 +587,7 @@ mod x86 {
         pub(crate) fn k4_tile_heads(self, t: &mut K4Rows16, heads: [&[[u8; 16]; 8]; 2]) {
             // SAFETY: [SIMD-TOKEN] `self` exists, so `Avx512VnniToken::new`
             // found every feature this kernel enables (avx512bw included).
-            // Checked by: src/quant/dot/mod.rs::k4_rows16_gemm_equals_the_reference_and_dot_k
+            // Checked by: src/quant/dot/mod.rs::k4_tile_heads_equal_set_head
             unsafe { avx512vnni::k4_tile_heads(t, heads) }
         }
 

@@ -1179,7 +1179,8 @@ pub(crate) fn gemm_q6_rows16<const T: usize>(
 
 /// `K4Rows16::set_head` of sixteen rows at once: rows `0..8` from
 /// `heads[0]` and `8..16` from `heads[1]` (two packed groups' heads), the
-/// same scales, mins and scales' bits (NaN payloads aside). Four registers
+/// same scales, mins and scales' bits (`vcvtph2ps` widens every f16,
+/// NaNs included, as `half` does). Four registers
 /// of four heads are decoded in their 128-bit lanes (`k4_heads4`), then
 /// one dword of every row gathered into a register (`vpermt2d`) for the
 /// scales (`d`, `dmin`), the sub-block scales and the mins, which shifts
