@@ -621,24 +621,11 @@ pub(crate) struct Q6Rows16 {
 const _: () = assert!(core::mem::size_of::<Q6Rows16>() == 5184);
 
 impl Q6Rows16 {
-    /// Writes block `b` as row `r`'s (`r < 16`).
-    #[cfg(test)]
-    pub(crate) fn set_row(&mut self, r: usize, b: &BlockQ6K) {
-        self.set_row_levels(r, &Self::levels(b), b);
-    }
-
-    /// A block's levels plus 32 (`0..=63`), in weight order: what
-    /// [`set_row_levels`](Self::set_row_levels) takes.
-    #[inline(always)]
-    pub(crate) fn levels(b: &BlockQ6K) -> [u8; QK_K] {
-        b.levels().map(|l| (l + 32) as u8)
-    }
-
-    /// Writes block `b` as row `r`'s (`r < 16`), its levels given
-    /// ([`levels`](Self::levels) of it, made beforehand, where a loop
-    /// compiled for the running CPU's vector width makes them).
+    /// Writes block `b` as row `r`'s (`r < 16`): the fill of kernels
+    /// without `q6_tile_rows`'s registers, and the tests' reference.
     #[inline]
-    pub(crate) fn set_row_levels(&mut self, r: usize, levels: &[u8; QK_K], b: &BlockQ6K) {
+    pub(crate) fn set_row(&mut self, r: usize, b: &BlockQ6K) {
+        let levels = b.levels().map(|l| (l + 32) as u8);
         let (words, _) = levels.as_chunks::<4>();
         for (q, w) in self.q.iter_mut().zip(words) {
             q[4 * r..4 * r + 4].copy_from_slice(w);

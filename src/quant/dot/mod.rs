@@ -976,7 +976,7 @@ impl Dispatch {
                 for (r, row) in rows.iter().enumerate() {
                     assert_eq!(row.len(), tile.len(), "q6_tile_rows: block counts differ");
                     for (t, b) in tile.iter_mut().zip(*row) {
-                        t.set_row_levels(r, &Q6Rows16::levels(b), b);
+                        t.set_row(r, b);
                     }
                 }
             }
