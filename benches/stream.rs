@@ -29,8 +29,9 @@ use common::values;
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::matvec::{BlockMatrix, PackedMatrix, Q8Matrix, Weight};
 use inferno_cpu::quant::{
-    pack_q4_0_rows8, quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k,
-    quantize_row_q8_0, QuantizedVector, PACK_ROWS, QK4_0,
+    pack_q4_0_rows8, pack_q4_k_rows8, pack_q5_k_rows8, quantize_row_q4_0, quantize_row_q4_k,
+    quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_0, QuantizedVector, PACK_ROWS, QK4_0,
+    QK_K,
 };
 
 /// Columns of every matrix, unless `STREAM_COLS` says otherwise.
@@ -173,5 +174,29 @@ fn main() {
             PackedMatrix::new(bytemuck::cast_slice(&b[..rows * nb * 18]), rows, cols()).unwrap(),
         );
         run("Q4_0p", &backend, w, &b[..rows * nb * 18]);
+    }
+    if want("q4_kp") {
+        // Q4_K rows packed eight at a time, as a model loaded on AVX-512
+        // VNNI holds them.
+        let (mut b, rows) = matrix(|r| quantize_row_q4_k(r).unwrap());
+        let rows = rows / PACK_ROWS * PACK_ROWS;
+        let n = rows * (cols() / QK_K) * 144;
+        let packed = pack_q4_k_rows8(bytemuck::cast_slice(&b[..n]), cols() / QK_K);
+        b[..n].copy_from_slice(bytemuck::cast_slice(&packed));
+        let w = Weight::Q4KPacked(
+            PackedMatrix::new(bytemuck::cast_slice(&b[..n]), rows, cols()).unwrap(),
+        );
+        run("Q4_Kp", &backend, w, &b[..n]);
+    }
+    if want("q5_kp") {
+        let (mut b, rows) = matrix(|r| quantize_row_q5_k(r).unwrap());
+        let rows = rows / PACK_ROWS * PACK_ROWS;
+        let n = rows * (cols() / QK_K) * 176;
+        let packed = pack_q5_k_rows8(bytemuck::cast_slice(&b[..n]), cols() / QK_K);
+        b[..n].copy_from_slice(bytemuck::cast_slice(&packed));
+        let w = Weight::Q5KPacked(
+            PackedMatrix::new(bytemuck::cast_slice(&b[..n]), rows, cols()).unwrap(),
+        );
+        run("Q5_Kp", &backend, w, &b[..n]);
     }
 }

@@ -1737,100 +1737,114 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 /// activation's stored `bsums` in pairs, as `i16`: exact for the sums of
 /// its values, which every quantized activation stores; hand-made blocks
 /// with other sums could wrap where the single-row kernel does not.)
+///
+/// The loop over the blocks is this function's own, `load(b)` giving
+/// block `b`'s registers (and asking for the lines ahead): a block's
+/// body is too large for the compiler to inline as a function of its
+/// own, and called once per block it passed its 22 registers and both
+/// sums through the stack (one pass over 1,024 columns of packed Q4_K
+/// rows in L2 ran at 27 GB/s so, on an AMD Zen 4).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn k4_rows8_block<const FIFTH: bool>(
-    [ha, hb]: [__m512i; 2],
-    [t0, t1]: [[__m512i; 8]; 2],
-    fifth: [__m512i; 4],
-    xb: &BlockQ8K,
-    acc: &mut __m256,
-    acc_min: &mut __m256,
-) {
-    // Heads: d and dmin of the eight rows, then their scales and mins.
-    let dd = _mm512_castsi512_si256(_mm512_permutex2var_epi32(
-        ha,
-        bytemuck::cast(GATHER_SCALES),
-        hb,
-    ));
-    let d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dd));
-    let dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32::<16>(dd)));
-    let (sa, sb) = (k4_heads4(ha), k4_heads4(hb));
-    let sc8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_SCALES), sb);
-    let m8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_MINS), sb);
-    // Word `4r + j` of `sc[h]`: row `r`'s scale of sub-block `4h + j`.
-    let sc = [
-        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc8)),
-        _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(sc8)),
-    ];
-    // The mins' term: words `4r + j` of the mins times the activation's
-    // 32-column sums (`bsums` pairs, at most 4096 in magnitude).
-    let bs: __m256i = bytemuck::cast(xb.bsums);
-    let bs32 = _mm256_hadd_epi16(bs, bs);
-    let mins = _mm512_add_epi32(
-        _mm512_madd_epi16(
-            _mm512_cvtepu8_epi16(_mm512_castsi512_si256(m8)),
-            _mm512_broadcastq_epi64(_mm256_castsi256_si128(bs32)),
-        ),
-        _mm512_madd_epi16(
-            _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(m8)),
-            _mm512_broadcastq_epi64(_mm256_extracti128_si256::<1>(bs32)),
-        ),
-    );
-    // Fifth bits, transposed like the nibbles: word `u` of row `r`.
-    let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
+fn k4_rows8_dot<const FIFTH: bool>(
+    x: &[BlockQ8K],
+    mut load: impl FnMut(usize) -> K4Regs,
+) -> [f32; 8] {
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    for (b, xb) in x.iter().enumerate() {
+        let ([ha, hb], [t0, t1], fifth) = load(b);
+        // Heads: d and dmin of the eight rows, then their scales and mins.
+        let dd = _mm512_castsi512_si256(_mm512_permutex2var_epi32(
+            ha,
+            bytemuck::cast(GATHER_SCALES),
+            hb,
+        ));
+        let d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dd));
+        let dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32::<16>(dd)));
+        let (sa, sb) = (k4_heads4(ha), k4_heads4(hb));
+        let sc8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_SCALES), sb);
+        let m8 = _mm512_permutex2var_epi32(sa, bytemuck::cast(GATHER_MINS), sb);
+        // Word `4r + j` of `sc[h]`: row `r`'s scale of sub-block `4h + j`.
+        let sc = [
+            _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc8)),
+            _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(sc8)),
+        ];
+        // The mins' term: words `4r + j` of the mins times the activation's
+        // 32-column sums (`bsums` pairs, at most 4096 in magnitude).
+        let bs: __m256i = bytemuck::cast(xb.bsums);
+        let bs32 = _mm256_hadd_epi16(bs, bs);
+        let mins = _mm512_add_epi32(
+            _mm512_madd_epi16(
+                _mm512_cvtepu8_epi16(_mm512_castsi512_si256(m8)),
+                _mm512_broadcastq_epi64(_mm256_castsi256_si128(bs32)),
+            ),
+            _mm512_madd_epi16(
+                _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(m8)),
+                _mm512_broadcastq_epi64(_mm256_extracti128_si256::<1>(bs32)),
+            ),
+        );
+        // Fifth bits, transposed like the nibbles: word `u` of row `r`.
+        let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
 
-    let chunk = |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
-    let i0 = k4_chunk8::<FIFTH>(
-        chunk(&t0, 0),
-        &fifth,
-        0,
-        x8,
-        spread_scale(&sc, 0),
-        spread_scale(&sc, 1),
-    );
-    let i1 = k4_chunk8::<FIFTH>(
-        chunk(&t0, 1),
-        &fifth,
-        1,
-        x8,
-        spread_scale(&sc, 2),
-        spread_scale(&sc, 3),
-    );
-    let i2 = k4_chunk8::<FIFTH>(
-        chunk(&t1, 0),
-        &fifth,
-        2,
-        x8,
-        spread_scale(&sc, 4),
-        spread_scale(&sc, 5),
-    );
-    let i3 = k4_chunk8::<FIFTH>(
-        chunk(&t1, 1),
-        &fifth,
-        3,
-        x8,
-        spread_scale(&sc, 6),
-        spread_scale(&sc, 7),
-    );
-    let lo = _mm512_add_epi32(_mm512_add_epi32(i0.0, i1.0), _mm512_add_epi32(i2.0, i3.0));
-    let hi = _mm512_add_epi32(_mm512_add_epi32(i0.1, i1.1), _mm512_add_epi32(i2.1, i3.1));
-    // Without fifth bits the high halves' sum is sixteen times theirs
-    // (see `k4_chunk8`): an exact multiple, divided back exactly.
-    let hi = if FIFTH {
-        hi
-    } else {
-        _mm512_srai_epi32::<4>(hi)
-    };
-    let isum = _mm512_add_epi32(lo, hi);
-    let dx = _mm256_set1_ps(xb.d);
-    let isum = _mm256_cvtepi32_ps(pair_sums(isum));
-    let msum = _mm256_cvtepi32_ps(pair_sums(mins));
-    *acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), isum, *acc);
-    *acc_min = _mm256_sub_ps(*acc_min, _mm256_mul_ps(_mm256_mul_ps(dmin, dx), msum));
+        let chunk =
+            |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
+        let i0 = k4_chunk8::<FIFTH>(
+            chunk(&t0, 0),
+            &fifth,
+            0,
+            x8,
+            spread_scale(&sc, 0),
+            spread_scale(&sc, 1),
+        );
+        let i1 = k4_chunk8::<FIFTH>(
+            chunk(&t0, 1),
+            &fifth,
+            1,
+            x8,
+            spread_scale(&sc, 2),
+            spread_scale(&sc, 3),
+        );
+        let i2 = k4_chunk8::<FIFTH>(
+            chunk(&t1, 0),
+            &fifth,
+            2,
+            x8,
+            spread_scale(&sc, 4),
+            spread_scale(&sc, 5),
+        );
+        let i3 = k4_chunk8::<FIFTH>(
+            chunk(&t1, 1),
+            &fifth,
+            3,
+            x8,
+            spread_scale(&sc, 6),
+            spread_scale(&sc, 7),
+        );
+        let lo = _mm512_add_epi32(_mm512_add_epi32(i0.0, i1.0), _mm512_add_epi32(i2.0, i3.0));
+        let hi = _mm512_add_epi32(_mm512_add_epi32(i0.1, i1.1), _mm512_add_epi32(i2.1, i3.1));
+        // Without fifth bits the high halves' sum is sixteen times theirs
+        // (see `k4_chunk8`): an exact multiple, divided back exactly.
+        let hi = if FIFTH {
+            hi
+        } else {
+            _mm512_srai_epi32::<4>(hi)
+        };
+        let isum = _mm512_add_epi32(lo, hi);
+        let dx = _mm256_set1_ps(xb.d);
+        let isum = _mm256_cvtepi32_ps(pair_sums(isum));
+        let msum = _mm256_cvtepi32_ps(pair_sums(mins));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), isum, acc);
+        acc_min = _mm256_sub_ps(acc_min, _mm256_mul_ps(_mm256_mul_ps(dmin, dx), msum));
+    }
+    bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
 
-/// [`k4_rows8_block`]'s registers from eight rows' blocks in GGML's
+/// One block of eight rows as [`k4_rows8_dot`] takes it: the heads, the
+/// two halves of the nibbles and the fifth bits (zero for Q4_K).
+type K4Regs = ([__m512i; 2], [[__m512i; 8]; 2], [__m512i; 4]);
+
+/// [`k4_rows8_dot`]'s registers from eight rows' blocks in GGML's
 /// layout: the heads gathered four to a register, the nibbles transposed
 /// (48 shuffles; a packed block, [`BlockQ4Kx8`], already holds them so).
 #[inline]
@@ -1853,7 +1867,7 @@ fn rows8_registers(
     ([ha, hb], halves)
 }
 
-/// The fifth-bit registers [`k4_rows8_block`] takes, from eight Q5_K rows'
+/// The fifth-bit registers [`k4_rows8_dot`] takes, from eight Q5_K rows'
 /// blocks in GGML's layout (a packed block, [`BlockQ5Kx8`], holds them so).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
@@ -1863,8 +1877,22 @@ fn fifth_registers(qh: [&[u8; 32]; 8]) -> [__m512i; 4] {
     [t[0], t[1], t[2], t[3]]
 }
 
+/// How far ahead the eight-row Q4_K/Q5_K decode products ask for their
+/// weights where they ask for them in L2 ([`weights_to_l2`](super::weights_to_l2)):
+/// 20 KiB, whatever the row length (elsewhere two groups of eight rows).
+///
+/// Measured once [`k4_rows8_dot`] kept its block in registers and ran
+/// 40 GB/s in L2: two groups of 1,024-column rows (9 KiB of Q4_K, 11 of
+/// Q5_K) left Q5_K at 0.68-0.81 of the probe's speed on an AMD EPYC (Zen 4)
+/// VM (`STREAM_TYPES=q4_kp,q5_kp cargo bench --bench stream`, alternated
+/// runs), 16 KiB 0.84-0.89, 20 KiB 0.92-0.95, 24 KiB 0.91-0.95; Q4_K
+/// 0.91-0.97 at 20 KiB, the same at 1,024 and 3,072 columns, and 0.87-0.93
+/// at 24 KiB.
+const K_ROWS8_AHEAD_L2: usize = 20 << 10;
+
 /// Asks for the slice of the group of eight rows after next (the rows two
-/// groups after `w`'s) that matches block `b` of `nb`: a decode product's
+/// groups after `w`'s; [`K_ROWS8_AHEAD_L2`] bytes on where the lines go
+/// to L2) that matches block `b` of `nb`: a decode product's
 /// rows are consecutive, so that group is one contiguous span of eight
 /// rows' bytes, and over a group's `nb` blocks its span is asked for once,
 /// line by line in address order, each line once (about 18 requests per
@@ -1887,7 +1915,7 @@ fn fifth_registers(qh: [&[u8; 32]; 8]) -> [__m512i; 4] {
 fn prefetch_rows8<B>(w: [&[B]; 8], b: usize, to_l2: bool) {
     let row = core::mem::size_of_val(w[0]);
     let (span, nb) = (8 * row, w[0].len().max(1));
-    let ahead = 16 * row;
+    let ahead = if to_l2 { K_ROWS8_AHEAD_L2 } else { 16 * row };
     let (lo, hi) = (b * span / nb, (b + 1) * span / nb);
     let mut line = lo & !63;
     while line < hi {
@@ -1902,7 +1930,7 @@ fn prefetch_rows8<B>(w: [&[B]; 8], b: usize, to_l2: bool) {
 
 /// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN payloads
 /// aside): eight Q4_K rows against one activation (see
-/// [`k4_rows8_block`]).
+/// [`k4_rows8_dot`]).
 ///
 /// # Panics
 ///
@@ -1912,18 +1940,14 @@ pub(crate) fn dot_q4_k_rows8(w: [&[BlockQ4K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     for wr in w {
         assert_eq!(wr.len(), x.len(), "dot_q4_k_rows8: block counts differ");
     }
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
     let to_l2 = super::weights_to_l2();
-    for (b, xb) in x.iter().enumerate() {
+    k4_rows8_dot::<false>(x, |b| {
         prefetch_rows8(w, b, to_l2);
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 9]>(&w[r][b])[0]);
         let qs = core::array::from_fn(|r| &w[r][b].qs);
         let (h, t) = rows8_registers(heads, qs);
-        let none = [_mm512_setzero_si512(); 4];
-        k4_rows8_block::<false>(h, t, none, xb, &mut acc, &mut acc_min);
-    }
-    bytemuck::cast(_mm256_add_ps(acc, acc_min))
+        (h, t, [_mm512_setzero_si512(); 4])
+    })
 }
 
 /// [`dot_q4_k_rows8`] for Q5_K rows: `dot_q5_k` of each, bit for bit.
@@ -1936,23 +1960,20 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
     for wr in w {
         assert_eq!(wr.len(), x.len(), "dot_q5_k_rows8: block counts differ");
     }
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
     let to_l2 = super::weights_to_l2();
-    for (b, xb) in x.iter().enumerate() {
+    k4_rows8_dot::<true>(x, |b| {
         prefetch_rows8(w, b, to_l2);
         let heads = core::array::from_fn(|r| &bytemuck::cast_ref::<_, [[u8; 16]; 11]>(&w[r][b])[0]);
         let qs = core::array::from_fn(|r| &w[r][b].qs);
         let qh = core::array::from_fn(|r| &w[r][b].qh);
         let (h, t) = rows8_registers(heads, qs);
-        k4_rows8_block::<true>(h, t, fifth_registers(qh), xb, &mut acc, &mut acc_min);
-    }
-    bytemuck::cast(_mm256_add_ps(acc, acc_min))
+        (h, t, fifth_registers(qh))
+    })
 }
 
 /// [`dot_q4_k_rows8`] of eight rows packed ([`BlockQ4Kx8`]): each row's
 /// `dot_q4_k`, bit for bit (NaN payloads aside). A packed block is the
-/// registers [`k4_rows8_block`] takes, loaded as they are, and a group's
+/// registers [`k4_rows8_dot`] takes, loaded as they are, and a group's
 /// blocks lie in order, so a product reads its matrix front to back; the
 /// hints ask for the group after next, [`prefetch_rows8`]'s distance.
 ///
@@ -1996,11 +2017,14 @@ fn packed8<P, const FIFTH: bool>(
 ) -> [f32; 8] {
     assert_eq!(w.len(), x.len(), "packed dot: block counts differ");
     let block = core::mem::size_of::<P>();
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
     let to_l2 = super::weights_to_l2();
-    let ahead = 2 * core::mem::size_of_val(w);
-    for (b, (wb, xb)) in w.iter().zip(x).enumerate() {
+    let ahead = if to_l2 {
+        K_ROWS8_AHEAD_L2
+    } else {
+        2 * core::mem::size_of_val(w)
+    };
+    k4_rows8_dot::<FIFTH>(x, |b| {
+        let wb = &w[b];
         let mut line = (ahead + b * block) & !63;
         while line < ahead + (b + 1) * block {
             if to_l2 {
@@ -2019,9 +2043,8 @@ fn packed8<P, const FIFTH: bool>(
             Some(qh) => qh.map(bytemuck::cast::<_, __m512i>),
             None => [_mm512_setzero_si512(); 4],
         };
-        k4_rows8_block::<FIFTH>(h, t, fifth, xb, &mut acc, &mut acc_min);
-    }
-    bytemuck::cast(_mm256_add_ps(acc, acc_min))
+        (h, t, fifth)
+    })
 }
 
 /// `out.extend(row.iter().map(f))`: a GEMM's unpacking of a weight row
