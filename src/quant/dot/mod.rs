@@ -112,6 +112,16 @@ pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 /// same as 32.
 pub(crate) const KV_PREFETCH_ROWS: usize = 32;
 
+/// [`KV_PREFETCH_ROWS`] where the x86 kernels ask for the rows in L2
+/// instead of L1 (AMD Zen 4: `x86_64::weights_to_l2`), as they do the
+/// weights. On an AMD EPYC (Zen 4) VM, one thread, a Q8_0 Qwen3-0.6B's
+/// decode attention after a 511-token prompt took 4.0-4.2 ms per token
+/// with 32 rows asked for in L1 and 3.4-3.6 with 64 (16 KiB) in L2
+/// (`inferno bench --trace`, alternated runs); 96 rows measured as 64, and
+/// asking for the first rows of the next head or of the values before
+/// they were read gained nothing.
+pub(crate) const KV_PREFETCH_ROWS_L2: usize = 64;
+
 /// Where and how far ahead a decode product that computes its rows one
 /// whole row at a time asks for the rows it will read: each row's lines
 /// together, just before the row is computed, `ahead` bytes past it.

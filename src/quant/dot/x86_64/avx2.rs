@@ -341,10 +341,7 @@ fn scores_quad(k: &[f16], q: [&[[f32; 32]]; 2], at: usize, end: usize) -> [__m25
 #[inline]
 pub(super) fn key_row(k: &[f16], hd: usize, at: usize) -> &[f16] {
     let row = &k[at * hd..(at + 1) * hd];
-    let ahead = crate::quant::dot::KV_PREFETCH_ROWS * 2 * hd;
-    for line in (0..2 * hd).step_by(64) {
-        crate::unsafe_core::prefetch::prefetch_read(row, ahead + line);
-    }
+    super::kv_row_hint(row, 0, 2 * hd, 2 * hd);
     row
 }
 
@@ -549,10 +546,7 @@ pub(crate) fn weighted_sum_f16_x2(out: [&mut [f32]; 2], ps: [&[f32]; 2], v: &[f1
         let rows = t0..(t0 + WEIGHTED_BLOCK_ROWS).min(n);
         for t in rows.clone() {
             // The row `KV_PREFETCH_ROWS` on (a hint).
-            let ahead = 2 * (t * stride + crate::quant::dot::KV_PREFETCH_ROWS * stride);
-            for line in (0..2 * hd).step_by(64) {
-                crate::unsafe_core::prefetch::prefetch_read(v, ahead + line);
-            }
+            super::kv_row_hint(v, 2 * t * stride, 2 * stride, 2 * hd);
         }
         for (c, (oa, ob)) in a32.iter_mut().zip(b32.iter_mut()).enumerate() {
             let mut acc: [[__m256; 4]; 2] = [bytemuck::cast(*oa), bytemuck::cast(*ob)];

@@ -732,10 +732,7 @@ fn weighted_pass<const Q: usize, const N: usize>(
         let row = t * stride + at;
         if at == 0 {
             // The row `KV_PREFETCH_ROWS` on (a hint).
-            let ahead = 2 * (row + crate::quant::dot::KV_PREFETCH_ROWS * stride);
-            for line in (0..2 * hd).step_by(64) {
-                crate::unsafe_core::prefetch::prefetch_read(v, ahead + line);
-            }
+            super::kv_row_hint(v, 2 * row, 2 * stride, 2 * hd);
         }
         let x: [__m512; N] = core::array::from_fn(|i| {
             let chunk: &[f16; 16] = v[row + 16 * i..row + 16 * i + 16]

@@ -992,3 +992,28 @@ pub(crate) mod avx2_q8;
 pub(crate) mod avx512vnni;
 pub(crate) mod avxvnni;
 pub(crate) mod float;
+
+/// Asks for the `width` bytes of the cached key or value row
+/// [`KV_PREFETCH_ROWS`] rows (of `stride` bytes) after the row at
+/// `row_offset` bytes into `data`, or, where the weights are asked for in L2 ([`weights_to_l2`]),
+/// the row [`KV_PREFETCH_ROWS_L2`] on, in L2. A hint: the same bits with
+/// or without it, any offset allowed.
+///
+/// [`KV_PREFETCH_ROWS`]: crate::quant::dot::KV_PREFETCH_ROWS
+/// [`KV_PREFETCH_ROWS_L2`]: crate::quant::dot::KV_PREFETCH_ROWS_L2
+#[inline]
+pub(crate) fn kv_row_hint<T>(data: &[T], row_offset: usize, stride: usize, width: usize) {
+    use crate::quant::dot::{KV_PREFETCH_ROWS, KV_PREFETCH_ROWS_L2};
+    use crate::unsafe_core::prefetch::{prefetch_read, prefetch_read_l2};
+    if weights_to_l2() {
+        let ahead = row_offset + KV_PREFETCH_ROWS_L2 * stride;
+        for line in (0..width).step_by(64) {
+            prefetch_read_l2(data, ahead + line);
+        }
+    } else {
+        let ahead = row_offset + KV_PREFETCH_ROWS * stride;
+        for line in (0..width).step_by(64) {
+            prefetch_read(data, ahead + line);
+        }
+    }
+}
