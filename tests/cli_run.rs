@@ -34,7 +34,15 @@ fn ok_json(args: &[&str]) -> Vec<Value> {
 
 /// Status 1 and one line, `inferno SUB: ...`, containing `want`.
 fn fails_with(args: &[&str], want: &str) {
-    let out = inferno(args);
+    fails_with_env(args, &[], want);
+}
+
+fn fails_with_env(args: &[&str], env: &[(&str, &str)], want: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_inferno"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -216,6 +224,12 @@ fn errors_are_one_line_with_status_1() {
         ],
         "single-threaded",
     );
+    // A kernel named in the environment is refused if unknown or if this
+    // CPU cannot run it, before any work.
+    let inspect = ["inspect", "--model", MODEL];
+    fails_with_env(&inspect, &[("INFERNO_KERNEL", "sse4")], "names no kernel");
+    let foreign = if cfg!(target_arch = "aarch64") { "avx2" } else { "neon" };
+    fails_with_env(&inspect, &[("INFERNO_KERNEL", foreign)], "not available");
     // A bad flag is clap's: status 2.
     let out = inferno(&["generate", "--model", MODEL, "--backend", "gpu", "hi"]);
     assert_eq!(out.status.code(), Some(2));

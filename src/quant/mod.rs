@@ -100,7 +100,7 @@ pub(crate) mod quantize;
 pub use activation::{ActForms, QuantizedBatch, QuantizedVector};
 pub(crate) use activation::{BatchLayouts, Spread};
 pub use block::{BlockQ8_0, WeightBlock, QK8_0};
-pub use dot::{Kernel, KernelError, FORCE_SCALAR_ENV};
+pub use dot::{Kernel, KernelEnvError, KernelError, FORCE_SCALAR_ENV, KERNEL_ENV};
 pub use kcommon::QK_K;
 pub use packed::{
     pack_q4_0_rows8, pack_q4_k_rows8, pack_q5_k_rows8, pack_rows8, BlockQ4Kx8, BlockQ4_0x8,

@@ -203,7 +203,22 @@ fn main() -> ExitCode {
         eprintln!("{LOOM_BUILD}");
         return ExitCode::from(2);
     }
-    let (name, result) = match Cli::parse().command {
+    let command = Cli::parse().command;
+    // A kernel named in the environment that cannot run is refused here,
+    // not silently replaced by the CPU's own choice.
+    if let Err(e) = inferno_cpu::quant::Kernel::from_env() {
+        let name = match &command {
+            Some(Command::Inspect(_)) => "inspect",
+            Some(Command::Tokenize(_)) => "tokenize",
+            Some(Command::Synth(_)) => "synth",
+            Some(Command::Eval(_)) => "eval",
+            Some(Command::Generate(_)) => "generate",
+            Some(Command::Bench(_)) | None => "bench",
+        };
+        eprintln!("inferno {name}: {e}");
+        return ExitCode::FAILURE;
+    }
+    let (name, result) = match command {
         Some(Command::Inspect(args)) => ("inspect", inspect::run(&args)),
         Some(Command::Tokenize(args)) => ("tokenize", tokenize::run(&args)),
         Some(Command::Synth(args)) => ("synth", synth::run(&args)),

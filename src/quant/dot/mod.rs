@@ -13,7 +13,9 @@
 //! use and caches it; setting the environment variable
 //! [`FORCE_SCALAR_ENV`] (`INFERNO_FORCE_SCALAR=1`) before that first use
 //! selects the scalar kernel instead, e.g. to compare against it or to
-//! test the portable path on a machine with SIMD.
+//! test the portable path on a machine with SIMD, and [`KERNEL_ENV`]
+//! (`INFERNO_KERNEL=avx2`) selects any kernel the CPU runs, e.g. to
+//! measure the AVX2 kernels on a CPU with AVX-512.
 //!
 //! # How far a SIMD result may be from the scalar one
 //!
@@ -97,6 +99,25 @@ use crate::unsafe_core::simd::{NeonDotToken, NeonToken};
 /// Environment variable that, set to `1` before the first kernel use,
 /// makes [`Kernel::selected`] return [`Kernel::Scalar`].
 pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
+
+/// Environment variable that, set before the first kernel use to a
+/// kernel's [`name`](Kernel::name) (`INFERNO_KERNEL=avx2`), makes
+/// [`Kernel::selected`] return that kernel if this CPU runs it
+/// ([`FORCE_SCALAR_ENV`] still wins). A name that is unknown or names a
+/// kernel this CPU lacks leaves the choice to the CPU;
+/// [`Kernel::from_env`] reports it, which is how `inferno` refuses it.
+pub const KERNEL_ENV: &str = "INFERNO_KERNEL";
+
+/// Why [`KERNEL_ENV`] names no kernel this process can select.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum KernelEnvError {
+    /// The value is not a kernel's name.
+    #[error("{KERNEL_ENV}={0:?} names no kernel; expected one of scalar, avx2, avx512vnni, avxvnni, neondot, neon")]
+    Unknown(String),
+    /// The kernel exists but this CPU (or target) lacks its instruction set.
+    #[error("{KERNEL_ENV}: the {0:?} kernel is not available on this CPU")]
+    Unavailable(Kernel),
+}
 
 /// How many cached positions ahead decode attention asks for the key and
 /// value rows it will read (`scores_f16_x2`, `weighted_sum_f16_x2`).
@@ -266,7 +287,46 @@ impl Kernel {
         self.dispatch().is_some()
     }
 
-    /// The fastest kernel this CPU runs, ignoring [`FORCE_SCALAR_ENV`].
+    /// The kernel's name as [`KERNEL_ENV`] and [`Kernel::from_name`] take
+    /// it: `scalar`, `avx2`, `avx512vnni`, `avxvnni`, `neondot`, `neon`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx512Vnni => "avx512vnni",
+            Kernel::AvxVnni => "avxvnni",
+            Kernel::NeonDot => "neondot",
+            Kernel::Neon => "neon",
+        }
+    }
+
+    /// The kernel named `name` (as [`Kernel::name`] spells it, in any
+    /// case), if there is one.
+    ///
+    /// ```
+    /// use inferno_cpu::quant::Kernel;
+    /// assert_eq!(Kernel::from_name("AVX2"), Some(Kernel::Avx2));
+    /// assert_eq!(Kernel::from_name("sse"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Kernel> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The kernel [`KERNEL_ENV`] asks for: `Ok(None)` if it is unset or
+    /// empty.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelEnvError`] if it names no kernel, or one this CPU lacks
+    /// ([`Kernel::selected`] then ignores it).
+    pub fn from_env() -> Result<Option<Kernel>, KernelEnvError> {
+        requested(std::env::var_os(KERNEL_ENV).as_deref())
+    }
+
+    /// The fastest kernel this CPU runs, ignoring [`FORCE_SCALAR_ENV`] and
+    /// [`KERNEL_ENV`].
     pub fn best_available() -> Kernel {
         Self::ALL
             .into_iter()
@@ -276,7 +336,8 @@ impl Kernel {
 
     /// The kernel every matvec of this crate uses: detected on first call
     /// and cached for the life of the process. [`Kernel::Scalar`] if
-    /// [`FORCE_SCALAR_ENV`] was `1` at that first call. The choice is made
+    /// [`FORCE_SCALAR_ENV`] was `1` at that first call, else the kernel
+    /// [`KERNEL_ENV`] named if this CPU runs it. The choice is made
     /// in one place, the crate-internal `selected()`, which caches it with
     /// its `Dispatch`; this returns its kernel half.
     pub fn selected() -> Kernel {
@@ -627,19 +688,39 @@ where
 pub(crate) fn selected() -> (Kernel, Dispatch) {
     static SELECTED: OnceLock<(Kernel, Dispatch)> = OnceLock::new();
     *SELECTED.get_or_init(|| {
-        let kernel = choose(std::env::var_os(FORCE_SCALAR_ENV).as_deref());
+        let kernel = choose(
+            std::env::var_os(FORCE_SCALAR_ENV).as_deref(),
+            std::env::var_os(KERNEL_ENV).as_deref(),
+        );
         // `choose` only returns kernels whose dispatch exists.
         let dispatch = kernel.dispatch().unwrap_or(Dispatch::Scalar);
         (kernel, dispatch)
     })
 }
 
-/// The kernel to select given the value of [`FORCE_SCALAR_ENV`].
-fn choose(force_scalar: Option<&std::ffi::OsStr>) -> Kernel {
+/// The kernel to select given the values of [`FORCE_SCALAR_ENV`] and
+/// [`KERNEL_ENV`].
+fn choose(force_scalar: Option<&std::ffi::OsStr>, named: Option<&std::ffi::OsStr>) -> Kernel {
     if force_scalar.is_some_and(|v| v == "1") {
-        Kernel::Scalar
+        return Kernel::Scalar;
+    }
+    match requested(named) {
+        Ok(Some(k)) => k,
+        _ => Kernel::best_available(),
+    }
+}
+
+/// The kernel a [`KERNEL_ENV`] value asks for (see [`Kernel::from_env`]).
+fn requested(value: Option<&std::ffi::OsStr>) -> Result<Option<Kernel>, KernelEnvError> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    let kernel = Kernel::from_name(&text).ok_or_else(|| KernelEnvError::Unknown(text.into_owned()))?;
+    if kernel.is_available() {
+        Ok(Some(kernel))
     } else {
-        Kernel::best_available()
+        Err(KernelEnvError::Unavailable(kernel))
     }
 }
 
@@ -2063,14 +2144,38 @@ mod tests {
     #[test]
     fn selected_kernel_follows_the_cpu_and_the_env_variable() {
         use std::ffi::OsStr;
-        assert_eq!(choose(Some(OsStr::new("1"))), Kernel::Scalar);
-        assert_eq!(choose(None), expected_best());
-        assert_eq!(choose(Some(OsStr::new("0"))), expected_best());
+        assert_eq!(choose(Some(OsStr::new("1")), None), Kernel::Scalar);
+        assert_eq!(choose(None, None), expected_best());
+        assert_eq!(choose(Some(OsStr::new("0")), None), expected_best());
+        // A named kernel this CPU runs is chosen, whatever its case; one it
+        // lacks, or no kernel at all, leaves the CPU's choice; forcing the
+        // scalar kernel wins over a name.
+        for k in Kernel::ALL {
+            let named = OsStr::new(k.name());
+            let want = if k.is_available() { k } else { expected_best() };
+            assert_eq!(choose(None, Some(named)), want, "{k:?}");
+            let upper = k.name().to_ascii_uppercase();
+            assert_eq!(choose(None, Some(OsStr::new(&upper))), want, "{k:?}");
+            assert_eq!(choose(Some(OsStr::new("1")), Some(named)), Kernel::Scalar);
+            let expected = if k.is_available() {
+                Ok(Some(k))
+            } else {
+                Err(KernelEnvError::Unavailable(k))
+            };
+            assert_eq!(requested(Some(named)), expected);
+        }
+        assert_eq!(choose(None, Some(OsStr::new("sse4"))), expected_best());
+        assert_eq!(
+            requested(Some(OsStr::new("sse4"))),
+            Err(KernelEnvError::Unknown("sse4".to_owned()))
+        );
+        assert_eq!(requested(Some(OsStr::new(""))), Ok(None));
+        assert_eq!(requested(None), Ok(None));
         let forced = std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v == "1");
         let want = if forced {
             Kernel::Scalar
         } else {
-            expected_best()
+            choose(None, std::env::var_os(KERNEL_ENV).as_deref())
         };
         let (kernel, dispatch) = selected();
         assert_eq!((kernel, kernel_of(dispatch)), (want, want));
