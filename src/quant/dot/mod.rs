@@ -2688,8 +2688,31 @@ mod tests {
         ];
         let blocks = (0usize..4)
             .prop_flat_map(move |n| prop::collection::vec(value.clone(), n * crate::quant::QK_K));
+        // Ramps whose largest magnitude comes with both signs, so that
+        // levels of both -127 and 127 occur, at every scale.
+        let ramp = |scale: f32, flip: bool| -> Vec<f32> {
+            (0..crate::quant::QK_K)
+                .map(|i| {
+                    let t = i as f32 / (crate::quant::QK_K - 1) as f32 * 2.0 - 1.0;
+                    if flip { -t * scale } else { t * scale }
+                })
+                .collect()
+        };
+        let ramps: Vec<f32> = [1.0, 3.7, 1e-30, 1e30, 1e-42]
+            .into_iter()
+            .flat_map(|s| [ramp(s, false), ramp(s, true)])
+            .flatten()
+            .collect();
         for kernel in Kernel::ALL {
             let Some(k) = kernel.dispatch() else { continue };
+            let (chunks, _) = ramps.as_chunks::<{ crate::quant::QK_K }>();
+            let mut got = vec![<BlockQ8K as bytemuck::Zeroable>::zeroed(); chunks.len()];
+            k.quantize_q8_k(chunks, &mut got);
+            for (g, c) in got.iter().zip(chunks) {
+                let want = crate::quant::q8_k::quantize_block_q8_k(c);
+                assert!(bytemuck::bytes_of(g) == bytemuck::bytes_of(&want), "{kernel:?}");
+                assert!(want.qs.contains(&127) && want.qs.contains(&-127) || c[0].abs() < 1e-38);
+            }
             proptest!(|(x in blocks.clone())| {
                 let (chunks, _) = x.as_chunks::<{ crate::quant::QK_K }>();
                 let mut got = vec![<BlockQ8K as bytemuck::Zeroable>::zeroed(); chunks.len()];

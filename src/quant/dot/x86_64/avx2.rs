@@ -869,9 +869,12 @@ pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L)
     }
 }
 
-/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
-/// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
-/// instruction set, so its loops vectorize at this width.
+/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte, eight values to
+/// a register: the operations of `avx512vnni::quantize_q8_k` at 256 bits
+/// (the magnitudes as the value with its sign bit cleared, the levels
+/// packed to bytes by two saturating packs, which keep every level in
+/// `-128..=127` as the portable `as i8` does, and each run of sixteen's
+/// sum from two registers).
 ///
 /// # Panics
 ///
@@ -880,8 +883,84 @@ pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L)
 pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K]) {
     assert_eq!(x.len(), out.len(), "quantize_q8_k: block counts differ");
     for (o, c) in out.iter_mut().zip(x) {
-        *o = crate::quant::q8_k::quantize_block_q8_k_inline(c);
+        quantize_block_q8_k(c, o);
     }
+}
+
+/// One block of [`quantize_q8_k`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
+    let (c8, _) = x.as_chunks::<8>();
+    let v: [__m256; 32] = core::array::from_fn(|i| bytemuck::cast(c8[i]));
+    let sign = _mm256_set1_ps(-0.0);
+    let abs = |vi: __m256| _mm256_andnot_ps(sign, vi);
+    let mut lanes = _mm256_setzero_ps();
+    for &vi in &v {
+        lanes = _mm256_max_ps(abs(vi), lanes);
+    }
+    let lanes: [f32; 8] = bytemuck::cast(lanes);
+    let amax = lanes.into_iter().fold(0.0f32, f32::max);
+    if amax == 0.0 {
+        *out = bytemuck::Zeroable::zeroed();
+        return;
+    }
+    let target = _mm256_set1_ps(amax);
+    let max = v
+        .iter()
+        .zip(c8)
+        .find_map(|(&vi, c)| {
+            let hit = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(abs(vi), target));
+            (hit != 0).then(|| c[hit.trailing_zeros() as usize])
+        })
+        .unwrap_or(amax);
+    let iscale = -127.0 / max;
+    let scale = _mm256_set1_ps(iscale);
+    let magic = _mm256_set1_ps(12_582_912.0);
+    let mantissa = _mm256_set1_epi32(0x007f_ffff);
+    let half = _mm256_set1_epi32(0x0040_0000);
+    let top = _mm256_set1_epi32(127);
+    let level = |vi: __m256| {
+        let shifted = _mm256_add_ps(_mm256_mul_ps(scale, vi), magic);
+        let n = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(shifted), mantissa), half);
+        _mm256_min_epi32(n, top)
+    };
+    let (qs, _) = out.qs.as_chunks_mut::<32>();
+    for (j, q) in qs.iter_mut().enumerate() {
+        // Thirty-two levels, each in `-127..=127` or, for a block whose
+        // scale overflowed, any `i32` the portable code would wrap: the
+        // portable `as i8` keeps the low byte, so the packs (which
+        // saturate) are only taken where every level fits, and the
+        // levels go through the portable byte loop otherwise.
+        let n = [level(v[4 * j]), level(v[4 * j + 1]), level(v[4 * j + 2]), level(v[4 * j + 3])];
+        let low = _mm256_set1_epi32(-128);
+        let fits = n.iter().all(|&ni| {
+            _mm256_movemask_epi8(_mm256_cmpgt_epi32(low, ni)) == 0
+        });
+        if fits {
+            // `packs` interleaves the 128-bit lanes: words of
+            // (n0 lo, n1 lo, n0 hi, n1 hi), then bytes of (a lo, b lo, a hi,
+            // b hi); one permute puts the four eights back in order.
+            let a = _mm256_packs_epi32(n[0], n[1]);
+            let b = _mm256_packs_epi32(n[2], n[3]);
+            let bytes = _mm256_packs_epi16(a, b);
+            let ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            *q = bytemuck::cast(ordered);
+        } else {
+            let words: [[i32; 8]; 4] = n.map(bytemuck::cast);
+            for (qi, &w) in q.iter_mut().zip(words.as_flattened()) {
+                *qi = w as i8;
+            }
+        }
+    }
+    for (s, run) in out.bsums.iter_mut().zip(out.qs.as_chunks::<16>().0) {
+        // Sixteen levels: two registers of eight widened, added, summed.
+        let bytes: __m128i = bytemuck::cast(*run);
+        let lo = _mm256_cvtepi8_epi32(bytes);
+        let hi = _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(bytes, bytes));
+        *s = hsum_epi32(_mm256_add_epi32(lo, hi)) as i16;
+    }
+    out.d = 1.0 / iscale;
 }
 
 // Prefill: the K-quant GEMM (and, last in this file, the Q8_0/Q4_0 GEMM)

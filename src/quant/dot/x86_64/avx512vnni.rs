@@ -2058,9 +2058,24 @@ pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L)
     }
 }
 
-/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte: the portable
-/// quantizer's own code (`quantize_block_q8_k_inline`) compiled with this
-/// instruction set, so its loops vectorize at this width.
+/// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte, sixteen values
+/// to a register: the portable quantizer's operations
+/// (`quantize_block_q8_k_inline`) on every lane, in the same order.
+///
+/// - The largest magnitude: `vmaxps` of each `|v|` with the running lane
+///   (it keeps the lane when `v` is NaN, as `f32::max` ignores a NaN),
+///   then the lanes' largest; the order of a maximum of non-NaN values
+///   does not change it.
+/// - The first value of that magnitude: the first lane of the first
+///   register whose compare is set, sign included.
+/// - Each value's `nearest_int(iscale * v)`: a multiply, then an add of
+///   the magic constant (not fused), its low 23 bits less `2^22`, the
+///   minimum with 127 and the low byte (`vpmovdb`), as `as i8`.
+/// - Each run of sixteen's sum: one register's `i32` lanes added.
+///
+/// The compiled portable code took about 250 ns a block on an AMD Zen 4
+/// core (a prefill of 128 tokens of a Q5_K_M Qwen3-0.6B spent 4% of its
+/// time quantizing).
 ///
 /// # Panics
 ///
@@ -2069,6 +2084,51 @@ pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L)
 pub(crate) fn quantize_q8_k(x: &[[f32; crate::quant::QK_K]], out: &mut [BlockQ8K]) {
     assert_eq!(x.len(), out.len(), "quantize_q8_k: block counts differ");
     for (o, c) in out.iter_mut().zip(x) {
-        *o = crate::quant::q8_k::quantize_block_q8_k_inline(c);
+        quantize_block_q8_k(c, o);
     }
+}
+
+/// One block of [`quantize_q8_k`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
+    let (c16, _) = x.as_chunks::<16>();
+    let v: [__m512; 16] = core::array::from_fn(|i| bytemuck::cast(c16[i]));
+    let mut lanes = _mm512_setzero_ps();
+    for &vi in &v {
+        lanes = _mm512_max_ps(_mm512_abs_ps(vi), lanes);
+    }
+    let lanes: [f32; 16] = bytemuck::cast(lanes);
+    let amax = lanes.into_iter().fold(0.0f32, f32::max);
+    if amax == 0.0 {
+        *out = bytemuck::Zeroable::zeroed();
+        return;
+    }
+    let target = _mm512_set1_ps(amax);
+    let max = v
+        .iter()
+        .zip(c16)
+        .find_map(|(&vi, c)| {
+            let hit = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_abs_ps(vi), target);
+            (hit != 0).then(|| c[hit.trailing_zeros() as usize])
+        })
+        .unwrap_or(amax);
+    let iscale = -127.0 / max;
+    let scale = _mm512_set1_ps(iscale);
+    let magic = _mm512_set1_ps(12_582_912.0);
+    let mantissa = _mm512_set1_epi32(0x007f_ffff);
+    let half = _mm512_set1_epi32(0x0040_0000);
+    let top = _mm512_set1_epi32(127);
+    let (qs, _) = out.qs.as_chunks_mut::<16>();
+    for ((q, s), &vi) in qs.iter_mut().zip(&mut out.bsums).zip(&v) {
+        let shifted = _mm512_add_ps(_mm512_mul_ps(scale, vi), magic);
+        let n = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), mantissa), half);
+        let n = _mm512_min_epi32(n, top);
+        *q = bytemuck::cast(_mm512_cvtepi32_epi8(n));
+        // Sixteen values of at most 127 in magnitude (and at least -128
+        // after the byte's wrap, as the portable sum sees them): fits.
+        let bytes = _mm512_cvtepi8_epi32(bytemuck::cast(*q));
+        *s = _mm512_reduce_add_epi32(bytes) as i16;
+    }
+    out.d = 1.0 / iscale;
 }
