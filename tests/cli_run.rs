@@ -228,7 +228,11 @@ fn errors_are_one_line_with_status_1() {
     // CPU cannot run it, before any work.
     let inspect = ["inspect", "--model", MODEL];
     fails_with_env(&inspect, &[("INFERNO_KERNEL", "sse4")], "names no kernel");
-    let foreign = if cfg!(target_arch = "aarch64") { "avx2" } else { "neon" };
+    let foreign = if cfg!(target_arch = "aarch64") {
+        "avx2"
+    } else {
+        "neon"
+    };
     fails_with_env(&inspect, &[("INFERNO_KERNEL", foreign)], "not available");
     // A bad flag is clap's: status 2.
     let out = inferno(&["generate", "--model", MODEL, "--backend", "gpu", "hi"]);

@@ -716,7 +716,8 @@ fn requested(value: Option<&std::ffi::OsStr>) -> Result<Option<Kernel>, KernelEn
         return Ok(None);
     };
     let text = value.to_string_lossy();
-    let kernel = Kernel::from_name(&text).ok_or_else(|| KernelEnvError::Unknown(text.into_owned()))?;
+    let kernel =
+        Kernel::from_name(&text).ok_or_else(|| KernelEnvError::Unknown(text.into_owned()))?;
     if kernel.is_available() {
         Ok(Some(kernel))
     } else {
@@ -2694,7 +2695,11 @@ mod tests {
             (0..crate::quant::QK_K)
                 .map(|i| {
                     let t = i as f32 / (crate::quant::QK_K - 1) as f32 * 2.0 - 1.0;
-                    if flip { -t * scale } else { t * scale }
+                    if flip {
+                        -t * scale
+                    } else {
+                        t * scale
+                    }
                 })
                 .collect()
         };
@@ -2710,7 +2715,10 @@ mod tests {
             k.quantize_q8_k(chunks, &mut got);
             for (g, c) in got.iter().zip(chunks) {
                 let want = crate::quant::q8_k::quantize_block_q8_k(c);
-                assert!(bytemuck::bytes_of(g) == bytemuck::bytes_of(&want), "{kernel:?}");
+                assert!(
+                    bytemuck::bytes_of(g) == bytemuck::bytes_of(&want),
+                    "{kernel:?}"
+                );
                 assert!(want.qs.contains(&127) && want.qs.contains(&-127) || c[0].abs() < 1e-38);
             }
             proptest!(|(x in blocks.clone())| {

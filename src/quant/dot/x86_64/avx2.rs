@@ -922,7 +922,10 @@ fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
     let top = _mm256_set1_epi32(127);
     let level = |vi: __m256| {
         let shifted = _mm256_add_ps(_mm256_mul_ps(scale, vi), magic);
-        let n = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(shifted), mantissa), half);
+        let n = _mm256_sub_epi32(
+            _mm256_and_si256(_mm256_castps_si256(shifted), mantissa),
+            half,
+        );
         _mm256_min_epi32(n, top)
     };
     let (qs, _) = out.qs.as_chunks_mut::<32>();
@@ -932,11 +935,16 @@ fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
         // portable `as i8` keeps the low byte, so the packs (which
         // saturate) are only taken where every level fits, and the
         // levels go through the portable byte loop otherwise.
-        let n = [level(v[4 * j]), level(v[4 * j + 1]), level(v[4 * j + 2]), level(v[4 * j + 3])];
+        let n = [
+            level(v[4 * j]),
+            level(v[4 * j + 1]),
+            level(v[4 * j + 2]),
+            level(v[4 * j + 3]),
+        ];
         let low = _mm256_set1_epi32(-128);
-        let fits = n.iter().all(|&ni| {
-            _mm256_movemask_epi8(_mm256_cmpgt_epi32(low, ni)) == 0
-        });
+        let fits = n
+            .iter()
+            .all(|&ni| _mm256_movemask_epi8(_mm256_cmpgt_epi32(low, ni)) == 0);
         if fits {
             // `packs` interleaves the 128-bit lanes: words of
             // (n0 lo, n1 lo, n0 hi, n1 hi), then bytes of (a lo, b lo, a hi,
@@ -944,7 +952,8 @@ fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
             let a = _mm256_packs_epi32(n[0], n[1]);
             let b = _mm256_packs_epi32(n[2], n[3]);
             let bytes = _mm256_packs_epi16(a, b);
-            let ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            let ordered =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             *q = bytemuck::cast(ordered);
         } else {
             let words: [[i32; 8]; 4] = n.map(bytemuck::cast);

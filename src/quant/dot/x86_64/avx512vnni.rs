@@ -2122,7 +2122,10 @@ fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
     let (qs, _) = out.qs.as_chunks_mut::<16>();
     for ((q, s), &vi) in qs.iter_mut().zip(&mut out.bsums).zip(&v) {
         let shifted = _mm512_add_ps(_mm512_mul_ps(scale, vi), magic);
-        let n = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), mantissa), half);
+        let n = _mm512_sub_epi32(
+            _mm512_and_si512(_mm512_castps_si512(shifted), mantissa),
+            half,
+        );
         let n = _mm512_min_epi32(n, top);
         *q = bytemuck::cast(_mm512_cvtepi32_epi8(n));
         // Sixteen values of at most 127 in magnitude (and at least -128
