@@ -899,21 +899,27 @@ fn quantize_block_q8_k(x: &[f32; crate::quant::QK_K], out: &mut BlockQ8K) {
     for &vi in &v {
         lanes = _mm256_max_ps(abs(vi), lanes);
     }
-    let lanes: [f32; 8] = bytemuck::cast(lanes);
-    let amax = lanes.into_iter().fold(0.0f32, f32::max);
+    // No lane is NaN (nor -0.0), so the lanes' largest is the portable
+    // fold's whatever the order.
+    let half_max = _mm_max_ps(
+        _mm256_castps256_ps128(lanes),
+        _mm256_extractf128_ps::<1>(lanes),
+    );
+    let quarter = _mm_max_ps(half_max, _mm_movehl_ps(half_max, half_max));
+    let amax = _mm_cvtss_f32(_mm_max_ss(quarter, _mm_movehdup_ps(quarter)));
     if amax == 0.0 {
         *out = bytemuck::Zeroable::zeroed();
         return;
     }
     let target = _mm256_set1_ps(amax);
-    let max = v
-        .iter()
-        .zip(c8)
-        .find_map(|(&vi, c)| {
-            let hit = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(abs(vi), target));
-            (hit != 0).then(|| c[hit.trailing_zeros() as usize])
-        })
-        .unwrap_or(amax);
+    let mut max = amax;
+    for (&vi, c) in v.iter().zip(c8) {
+        let hit = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(abs(vi), target));
+        if hit != 0 {
+            max = c[hit.trailing_zeros() as usize];
+            break;
+        }
+    }
     let iscale = -127.0 / max;
     let scale = _mm256_set1_ps(iscale);
     let magic = _mm256_set1_ps(12_582_912.0);
