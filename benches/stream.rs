@@ -13,7 +13,8 @@
 //! drift hits both alike; printed as GB/s and the ratio.
 //!
 //! Knobs, for finding where a kernel stands: `STREAM_TYPES=q4_k,q6_k`
-//! runs only those types (`q4_0p`: Q4_0 rows packed eight at a time), `STREAM_COLS=4096` changes the width, and
+//! runs only those types (`q4_0p`, `q4_kp`, `q5_kp`: rows packed eight
+//! at a time, as a model loaded on AVX-512 VNNI holds them), `STREAM_COLS=4096` changes the width, and
 //! `STREAM_MB=1` makes the matrices small enough to stay in cache (each
 //! timing then repeats its pass; `STREAM_KB=256` for a size that stays in
 //! a 1 MB L2 beside the activation), which times the kernel's own work: a

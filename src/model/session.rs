@@ -699,7 +699,13 @@ impl<B: Backend> Core<B> {
             products(b, &gu_w, xn, h, xq, gu, &mut lap, Op::GateUp)?;
             let (gate, up) = gu.split_at_mut(m * f);
             let up = &*up;
-            each_row(b, gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
+            if m == 1 {
+                // One row: its values spread over the threads (the same
+                // operation on each value, so the same bits).
+                b.for_each_range(gate, |r, g| ops::swiglu(g, &up[r]));
+            } else {
+                each_row(b, gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
+            }
             lap.lap(Op::Swiglu);
             products(b, &[lw.down], gate, f, xq, tmp, &mut lap, Op::Down)?;
             ops::add_assign(x, tmp);
