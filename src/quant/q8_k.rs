@@ -59,16 +59,6 @@ impl BlockQ8K {
 /// (the conversion to `i8` wraps, as C's does on every GGML target) and
 /// never panics.
 pub fn quantize_block_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
-    quantize_block_q8_k_inline(x)
-}
-
-/// [`quantize_block_q8_k`], inlined wherever it is called: the SIMD
-/// kernels compile this same code with their instruction sets enabled
-/// (`Dispatch::quantize_q8_k`), where the baseline build vectorizes it
-/// four lanes wide. The same operations in the same order, so the same
-/// bytes.
-#[inline(always)]
-pub(crate) fn quantize_block_q8_k_inline(x: &[f32; QK_K]) -> BlockQ8K {
     // GGML scans for `|x| > amax` value by value, a chain the compiler
     // cannot vectorize; this finds the same value in two vector passes: the
     // largest magnitude over eight independent lanes (`f32::max` ignores a

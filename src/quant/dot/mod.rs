@@ -105,7 +105,9 @@ pub const FORCE_SCALAR_ENV: &str = "INFERNO_FORCE_SCALAR";
 /// [`Kernel::selected`] return that kernel if this CPU runs it
 /// ([`FORCE_SCALAR_ENV`] still wins). A name that is unknown or names a
 /// kernel this CPU lacks leaves the choice to the CPU;
-/// [`Kernel::from_env`] reports it, which is how `inferno` refuses it.
+/// [`Kernel::from_env`] reports it, which is how `inferno` refuses it
+/// (even where [`FORCE_SCALAR_ENV`] would have won: a bad setting is
+/// reported, not ignored). The value is taken as it is, spaces included.
 pub const KERNEL_ENV: &str = "INFERNO_KERNEL";
 
 /// Why [`KERNEL_ENV`] names no kernel this process can select.
@@ -115,7 +117,7 @@ pub enum KernelEnvError {
     #[error("{KERNEL_ENV}={0:?} names no kernel; expected one of scalar, avx2, avx512vnni, avxvnni, neondot, neon")]
     Unknown(String),
     /// The kernel exists but this CPU (or target) lacks its instruction set.
-    #[error("{KERNEL_ENV}: the {0:?} kernel is not available on this CPU")]
+    #[error("{KERNEL_ENV}: the {} kernel is not available on this CPU", .0.name())]
     Unavailable(Kernel),
 }
 
@@ -1530,7 +1532,8 @@ impl Dispatch {
     }
 
     /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte with every
-    /// kernel (the x86 ones compile the same code wider).
+    /// kernel (the x86 ones run its operations on eight or sixteen values
+    /// at a time).
     ///
     /// # Panics
     ///
@@ -2269,8 +2272,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn avx512_pairs_equal_dot_q8() {
         use proptest::prelude::*;
-        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
-            eprintln!("avx512_pairs_equal_dot_q8: skipped, the CPU lacks AVX-512 VNNI");
+        // A batch builds its pairs for the selected kernel only.
+        let (Kernel::Avx512Vnni, k) = selected() else {
+            eprintln!(
+                "avx512_pairs_equal_dot_q8: skipped, AVX-512 VNNI is not the selected kernel"
+            );
             return;
         };
         let weights = (0usize..9)
@@ -4208,7 +4214,8 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn avx512_pairs_of_the_wrong_length_panic() {
         use std::panic::catch_unwind;
-        let Some(k) = Kernel::Avx512Vnni.dispatch() else {
+        // A batch builds its pairs for the selected kernel only.
+        let (Kernel::Avx512Vnni, k) = selected() else {
             return;
         };
         for nb in 1..=5usize {

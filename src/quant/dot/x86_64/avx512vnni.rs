@@ -1972,7 +1972,8 @@ pub(crate) fn dot_q5_k_rows8(w: [&[BlockQ5K]; 8], x: &[BlockQ8K]) -> [f32; 8] {
 /// `dot_q4_k`, bit for bit (NaN payloads aside). A packed block is the
 /// registers [`k4_rows8_dot`] takes, loaded as they are, and a group's
 /// blocks lie in order, so a product reads its matrix front to back; the
-/// hints ask for the group after next, [`prefetch_rows8`]'s distance.
+/// hints ask for the group after next, or [`K_ROWS8_AHEAD_L2`] bytes on
+/// where they go to L2, [`prefetch_rows8`]'s distances.
 ///
 /// # Panics
 ///
@@ -2060,7 +2061,7 @@ pub(crate) fn unpack_row<B, L>(row: &[B], out: &mut Vec<L>, f: impl Fn(&B) -> L)
 
 /// `out[i] = quantize_block_q8_k(&x[i])`, byte for byte, sixteen values
 /// to a register: the portable quantizer's operations
-/// (`quantize_block_q8_k_inline`) on every lane, in the same order.
+/// (`quant::q8_k::quantize_block_q8_k`) on every lane, in the same order.
 ///
 /// - The largest magnitude: `vmaxps` of each `|v|` with the running lane
 ///   (it keeps the lane when `v` is NaN, as `f32::max` ignores a NaN),

@@ -1006,14 +1006,14 @@ pub(crate) fn kv_row_hint<T>(data: &[T], row_offset: usize, stride: usize, width
     use crate::quant::dot::{KV_PREFETCH_ROWS, KV_PREFETCH_ROWS_L2};
     use crate::unsafe_core::prefetch::{prefetch_read, prefetch_read_l2};
     if weights_to_l2() {
-        let ahead = row_offset + KV_PREFETCH_ROWS_L2 * stride;
+        let ahead = row_offset.wrapping_add(KV_PREFETCH_ROWS_L2.wrapping_mul(stride));
         for line in (0..width).step_by(64) {
-            prefetch_read_l2(data, ahead + line);
+            prefetch_read_l2(data, ahead.wrapping_add(line));
         }
     } else {
-        let ahead = row_offset + KV_PREFETCH_ROWS * stride;
+        let ahead = row_offset.wrapping_add(KV_PREFETCH_ROWS.wrapping_mul(stride));
         for line in (0..width).step_by(64) {
-            prefetch_read(data, ahead + line);
+            prefetch_read(data, ahead.wrapping_add(line));
         }
     }
 }
