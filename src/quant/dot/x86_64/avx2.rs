@@ -22,7 +22,7 @@ use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::QK_K;
+use crate::quant::{BlockQ4Kx8, QK_K};
 
 /// The f16 scale of a weight block, widened with `vcvtph2ps`, in all eight
 /// lanes.
@@ -811,6 +811,118 @@ fn k4_rows4<B>(w: [&[B]; 4], x: &[BlockQ8K], prep: impl Fn(&B) -> K4Prep) -> [f3
         acc_min = _mm_sub_ps(acc_min, _mm_mul_ps(dm, msums));
     }
     bytemuck::cast(_mm_add_ps(acc, acc_min))
+}
+
+/// `PACKED_PICKS[j]`: the `vpshufb` pattern that zero-extends byte `j` of
+/// each 64-bit lane (a packed row's eight scale bytes) into that lane's
+/// four `i16` lanes.
+static PACKED_PICKS: [[u8; 32]; 8] = {
+    let mut p = [[0x80u8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut i = 0;
+        while i < 32 {
+            p[j][i] = (j + (i % 16) / 8 * 8) as u8;
+            i += 2;
+        }
+        j += 1;
+    }
+    p
+};
+
+/// `[dot_q4_k(row r, x)]` of the eight rows packed in `w`
+/// ([`BlockQ4Kx8`]), bit for bit (NaN payloads aside), with the rows in
+/// the lanes: a 256-bit register holds one 8-byte nibble word of four
+/// rows, one `vpmaddubsw` multiplies it by the activation's 8 bytes
+/// broadcast, a sub-block's four words are added in `i16` (at most
+/// `4 * 2 * 15 * 128`), and one `vpmaddwd` by the four rows' scales (one
+/// `vpshufb` for four rows) widens them. Each row's block sum is the same
+/// exact integer as `dot_q4_k`'s, and its float step the same operations.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+    assert_eq!(w.len(), x.len(), "packed dot: block counts differ");
+    let m4 = _mm256_set1_epi8(0x0f);
+    let picks = core::hint::black_box(&PACKED_PICKS);
+    let twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let block = core::mem::size_of::<BlockQ4Kx8>();
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    for (b, (wb, xb)) in w.iter().zip(x).enumerate() {
+        let mut line = (b * block) & !63;
+        while line < (b + 1) * block {
+            crate::unsafe_core::prefetch::prefetch_read(w, super::PREFETCH_AHEAD + line);
+            line += 64;
+        }
+        let bsums: __m256i = bytemuck::cast(xb.bsums);
+        let mut sc = [0u64; 8];
+        let mut prod = [_mm256_setzero_si256(); 8];
+        let mut d = [0.0f32; 8];
+        let mut dmin = [0.0f32; 8];
+        for r in 0..8 {
+            let (scales, mins, dd) = k4_head_gpr(&wb.heads[r]);
+            sc[r] = scales;
+            let m = _mm_shuffle_epi8(_mm_cvtsi64_si128(mins as i64), twice);
+            prod[r] = _mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(m));
+            d[r] = _mm_cvtss_f32(dd);
+            dmin[r] = _mm_cvtss_f32(_mm_movehdup_ps(dd));
+        }
+        let scv: [__m256i; 2] = [
+            bytemuck::cast([sc[0], sc[1], sc[2], sc[3]]),
+            bytemuck::cast([sc[4], sc[5], sc[6], sc[7]]),
+        ];
+        let (q8, _) = xb.qs.as_chunks::<8>();
+        let mut isum = [_mm256_setzero_si256(); 2];
+        for k in 0..4 {
+            let mut lo = [_mm256_setzero_si256(); 2];
+            let mut hi = [_mm256_setzero_si256(); 2];
+            for t in 0..4 {
+                let xl = _mm256_set1_epi64x(i64::from_le_bytes(bytemuck::cast(q8[8 * k + t])));
+                let xh = _mm256_set1_epi64x(i64::from_le_bytes(bytemuck::cast(q8[8 * k + 4 + t])));
+                let word = &wb.qs[4 * k + t];
+                for g in 0..2 {
+                    let bits: __m256i = bytemuck::cast([
+                        word[4 * g],
+                        word[4 * g + 1],
+                        word[4 * g + 2],
+                        word[4 * g + 3],
+                    ]);
+                    let l = _mm256_and_si256(bits, m4);
+                    let h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                    lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(l, xl));
+                    hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(h, xh));
+                }
+            }
+            let (pl, ph): (__m256i, __m256i) = (
+                bytemuck::cast(picks[2 * k]),
+                bytemuck::cast(picks[2 * k + 1]),
+            );
+            for g in 0..2 {
+                let s_lo = _mm256_shuffle_epi8(scv[g], pl);
+                let s_hi = _mm256_shuffle_epi8(scv[g], ph);
+                let both = _mm256_add_epi32(
+                    _mm256_madd_epi16(lo[g], s_lo),
+                    _mm256_madd_epi16(hi[g], s_hi),
+                );
+                isum[g] = _mm256_add_epi32(isum[g], both);
+            }
+        }
+        // Row r's two lanes summed, rows in order.
+        let isums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(isum[0], isum[1]), order);
+        let m_lo = hsum4_epi32([prod[0], prod[1], prod[2], prod[3]]);
+        let m_hi = hsum4_epi32([prod[4], prod[5], prod[6], prod[7]]);
+        let msums = _mm256_set_m128i(m_hi, m_lo);
+        let dx = _mm256_set1_ps(xb.d);
+        let dd = _mm256_mul_ps(bytemuck::cast(d), dx);
+        acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isums), acc);
+        let dm = _mm256_mul_ps(bytemuck::cast(dmin), dx);
+        acc_min = _mm256_sub_ps(acc_min, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msums)));
+    }
+    bytemuck::cast(_mm256_add_ps(acc, acc_min))
 }
 
 /// The mins of a Q4_K/Q5_K block (bytes 8-15 of the decoded scales and
