@@ -1,5 +1,6 @@
 //! Q4_K, Q5_K and Q4_0 projections packed eight rows at a time (what
-//! `Model` does where the CPU runs the AVX-512 eight-row decode kernels)
+//! `Model` does where the CPU's kernel reads packed rows: AVX-512 VNNI all
+//! three, AVX2 Q4_K)
 //! give the file's own bits: the same logits as the unpacked file, on every backend and
 //! thread count, decode and prefill.
 #![cfg(not(feature = "loom"))]
@@ -57,13 +58,24 @@ fn packed_projections_give_the_file_s_bits() {
     }
 }
 
+/// Whether `Model` packs a file of this type's projections with the
+/// selected kernel: AVX-512 VNNI reads packed Q4_K, Q5_K and Q4_0 rows,
+/// AVX2 packed Q4_K rows.
+fn packs(file_type: FileType) -> bool {
+    match Kernel::selected() {
+        Kernel::Avx512Vnni => true,
+        Kernel::Avx2 => file_type == FileType::Q4KM,
+        _ => false,
+    }
+}
+
 fn check_packed(file_type: FileType) {
     let bytes = model_bytes(&SynthConfig::small().with_file_type(file_type), 5).unwrap();
     let gguf = Gguf::parse(&bytes).unwrap();
     let plain = Qwen3::load(&gguf).unwrap();
     let model = Model::from_bytes(&bytes).unwrap();
     let packed = packed_names(&model);
-    if Kernel::selected() == Kernel::Avx512Vnni {
+    if packs(file_type) {
         assert!(!packed.is_empty(), "{file_type:?}: nothing packed");
         assert!(matches!(
             model.qwen3().weights.layers[0].q,
@@ -109,10 +121,7 @@ fn a_mapped_file_is_left_as_written() {
     let read = Model::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     assert!(packed_names(&mapped).is_empty());
-    assert_eq!(
-        packed_names(&read).is_empty(),
-        Kernel::selected() != Kernel::Avx512Vnni
-    );
+    assert_eq!(packed_names(&read).is_empty(), !packs(FileType::Q4KM));
     let b = || AnyBackend::new("pool", 2).unwrap();
     assert!(logits(mapped.qwen3(), b(), false) == logits(read.qwen3(), b(), false));
 }

@@ -37,8 +37,8 @@ pub struct TensorInfo {
     /// How the data's blocks are ordered: as written
     /// ([`TensorLayout::File`]), unless the [`GgufFile`](super::GgufFile)
     /// holding it rearranged them in memory for a kernel
-    /// ([`Model`](crate::model::Model) does, for the AVX-512 eight-row
-    /// Q4_K and Q5_K decode kernel).
+    /// ([`Model`](crate::model::Model) does, for the eight-row decode
+    /// kernels of AVX-512 VNNI and AVX2).
     pub layout: TensorLayout,
 }
 

@@ -357,7 +357,8 @@ mod tests {
 /// The same weights as the row-major matrix it was packed from
 /// ([`pack_rows8`](crate::quant::pack_rows8)), and every product over it
 /// gives that matrix's bits; only the order of the bytes differs, the one
-/// the AVX-512 eight-row decode kernel reads.
+/// the eight-row decode kernels read (AVX-512 VNNI's for Q4_K, Q5_K and
+/// Q4_0, AVX2's for Q4_K).
 ///
 /// ```
 /// use inferno_cpu::matvec::PackedQ4KMatrix;

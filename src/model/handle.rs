@@ -138,9 +138,10 @@ impl Model {
     ///
     /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
     ///
-    /// Where the CPU runs the AVX-512 eight-row decode kernels and the
-    /// file was read into memory (not mapped), the layers' Q4_K, Q5_K and
-    /// Q4_0 projections are first packed in place, eight rows at a time
+    /// Where the selected kernel reads packed rows (AVX-512 VNNI: Q4_K,
+    /// Q5_K and Q4_0; AVX2: Q4_K) and the file was read into memory (not
+    /// mapped), the layers' projections of those types are first packed in
+    /// place, eight rows at a time
     /// ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
     /// [`PackedQ5KMatrix`](crate::matvec::PackedQ5KMatrix),
     /// [`PackedQ4_0Matrix`](crate::matvec::PackedQ4_0Matrix)): the same
@@ -230,9 +231,9 @@ impl Model {
     }
 }
 
-/// Packs `file`'s layers' Q4_K, Q5_K and Q4_0 projections eight rows at a
-/// time, in place, where the CPU runs the AVX-512 eight-row decode kernels
-/// and the file was read into memory ([`GgufFile::read`] or
+/// Packs `file`'s layers' projections eight rows at a time, in place, for
+/// the types the selected kernel reads packed (AVX-512 VNNI: Q4_K, Q5_K
+/// and Q4_0; AVX2: Q4_K; no others), where the file was read into memory ([`GgufFile::read`] or
 /// [`from_bytes`](GgufFile::from_bytes), not [`open`](GgufFile::open));
 /// returns how many it packed. [`Model`] does this on load; a
 /// [`Qwen3::load`] of the file afterwards gives the same results, faster.
@@ -242,7 +243,10 @@ impl Model {
 /// block at a time are a pattern the hardware prefetchers do not follow,
 /// and skip the kernel's transposes; a Q4_0 one's products get each
 /// block's eight rows' sums one per lane, with nothing to reduce (the
-/// README's Zen 4 section has the measurements).
+/// README's Zen 4 section has the measurements). On an AMD EPYC (Zen 3)
+/// VM, AVX2, a Q4_K_M file's Q4_K products read eight packed rows with the
+/// rows in a register's lanes, and prefill unpacks each row's levels from
+/// the packed words (the README's Zen 3 section).
 ///
 /// ```
 /// use inferno_cpu::gguf::GgufFile;
@@ -251,7 +255,7 @@ impl Model {
 ///
 /// let cfg = SynthConfig::small().with_file_type(FileType::Q4KM);
 /// let mut file = GgufFile::from_bytes(&model_bytes(&cfg, 7)?)?;
-/// let packed = pack_for_decode(&mut file); // 0 without AVX-512 VNNI
+/// let packed = pack_for_decode(&mut file); // 0 without AVX-512 VNNI or AVX2
 /// let model = Qwen3::load(&file.gguf())?;
 /// assert_eq!(model.config.layers, 2);
 /// # let _ = packed;
@@ -262,7 +266,8 @@ pub fn pack_for_decode(file: &mut GgufFile) -> usize {
     let k = crate::quant::dot::selected().1;
     file.pack_rows8(|info| {
         let reads_packed = match info.ggml_type {
-            GgmlType::Q4_K | GgmlType::Q5_K => k.reads_packed_k(),
+            GgmlType::Q4_K => k.reads_packed_q4_k(),
+            GgmlType::Q5_K => k.reads_packed_q5_k(),
             GgmlType::Q4_0 => k.reads_packed_q4_0(),
             _ => false,
         };
@@ -345,7 +350,7 @@ mod tests {
     }
 
     /// Packing forced on whatever CPU runs the test (the model packs only
-    /// where the AVX-512 eight-row kernel runs; elsewhere the packed
+    /// where the kernel reads packed rows; elsewhere the packed
     /// matrices go through the other kernels' fallbacks): a Q4_K_M and a
     /// Q5_K_M model's projections packed give the unpacked file's logits
     /// bit for bit on every backend, decode and prefill; packing again

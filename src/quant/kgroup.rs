@@ -25,7 +25,10 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::activation::ActBlock;
-use super::{BlockQ4K, BlockQ4_0, BlockQ4_0x8, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K};
+use super::kcommon::{f16_le_to_f32, scale_min_k4};
+use super::{
+    BlockQ4K, BlockQ4Kx8, BlockQ4_0, BlockQ4_0x8, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K,
+};
 
 /// Activation rows per [`Q8KGroup`].
 pub(crate) const GROUP_ROWS: usize = 8;
@@ -137,6 +140,33 @@ impl K4Levels {
     #[inline(always)]
     pub(crate) fn q4_k(b: &BlockQ4K) -> Self {
         Self::from_parts(b.levels(), |j| b.scale_min(j), b.d_f32(), b.dmin_f32())
+    }
+
+    /// Row `lane`'s block of a packed Q4_K group's block:
+    /// `q4_k(&b.row(lane))`, with the row's words read where they lie
+    /// (no copy of the row's block on the way).
+    #[inline(always)]
+    pub(crate) fn q4_k_packed(b: &BlockQ4Kx8, lane: usize) -> Self {
+        let mut q = [0u8; QK_K];
+        // Word `k` is the row's nibble bytes `8k..8k + 8`: in GGML's order
+        // those of 32-byte run `k / 4` (low nibbles the run's first
+        // sub-block, high nibbles its second), at byte `8 * (k % 4)`.
+        for (k, words) in b.qs.iter().enumerate() {
+            let at = 64 * (k / 4) + 8 * (k % 4);
+            let (lo, hi) = q[at..at + 40].split_at_mut(32);
+            for ((l, h), &v) in lo[..8].iter_mut().zip(&mut hi[..8]).zip(&words[lane]) {
+                *l = v & 0xf;
+                *h = v >> 4;
+            }
+        }
+        let h = &b.heads[lane];
+        let scales: &[u8; 12] = h[4..].try_into().expect("16-byte head");
+        Self::from_parts(
+            q,
+            |j| scale_min_k4(j, scales),
+            f16_le_to_f32([h[0], h[1]]),
+            f16_le_to_f32([h[2], h[3]]),
+        )
     }
 
     #[inline(always)]
@@ -887,4 +917,36 @@ pub(crate) fn gemm_b32_reference<const SHIFT: u32>(
             },
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::PackedBlock;
+
+    /// A packed row's levels, read from the packed words, are the row's
+    /// own block's levels byte for byte, for any bytes (NaN and infinite
+    /// scales included) and every lane.
+    #[test]
+    fn packed_q4_k_levels_are_the_row_s() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..if cfg!(miri) { 2 } else { 200 } {
+            let mut p = BlockQ4Kx8::zeroed();
+            for byte in bytemuck::bytes_of_mut(&mut p) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *byte = seed as u8;
+            }
+            for lane in 0..8 {
+                let want = K4Levels::q4_k(&p.row(lane));
+                let got = K4Levels::q4_k_packed(&p, lane);
+                assert_eq!(
+                    bytemuck::bytes_of(&got),
+                    bytemuck::bytes_of(&want),
+                    "lane {lane}"
+                );
+            }
+        }
+    }
 }

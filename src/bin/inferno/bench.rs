@@ -117,7 +117,8 @@ pub fn run(plan: &Plan) -> Result<(), CliError> {
     let packed = inferno_cpu::model::pack_for_decode(&mut file);
     if packed > 0 {
         eprintln!(
-            "packed {packed} Q4_K/Q5_K/Q4_0 matrices eight rows at a time for the AVX-512 kernels ({:.0} ms)",
+            "packed {packed} matrices eight rows at a time for the {} kernel ({:.0} ms)",
+            inferno_cpu::quant::Kernel::selected().name(),
             started.elapsed().as_secs_f64() * 1e3
         );
     }

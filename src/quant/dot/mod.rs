@@ -1231,19 +1231,29 @@ impl Dispatch {
         false
     }
 
-    /// Whether this kernel reads eight-row packed K blocks
-    /// ([`BlockQ4Kx8`], [`BlockQ5Kx8`]) as they lie (AVX-512 VNNI). Only
-    /// then does packing a model's projections for decode pay; every
-    /// other kernel would unpack each row again.
+    /// Whether this kernel reads eight-row packed Q4_K blocks
+    /// ([`BlockQ4Kx8`]) as they lie, in decode and in prefill (AVX-512
+    /// VNNI, AVX2). Only then does packing a model's projections pay;
+    /// every other kernel would unpack each row again.
     ///
-    /// AVX2 reads packed Q4_K blocks as they lie too
-    /// (`avx2::dot_q4_k_packed8`, rows in lanes: 1.40-1.46x the row-major
-    /// decode kernel with the weights in L2 on an AMD EPYC (Zen 3) VM), but
-    /// its prefill GEMM copies packed rows back to GGML's layout first, and
-    /// a Q4_K_M file packed on load prefilled 8-29% slower there, so a
-    /// model keeps its K-quant rows as they are on AVX2.
+    /// On AVX2 decode reads them with the rows in the lanes
+    /// (`avx2::dot_q4_k_packed8`: 1.40-1.46x the row-major decode kernel
+    /// with the weights in L2 on an AMD EPYC (Zen 3) VM), and the prefill
+    /// GEMM unpacks each row's levels from the packed words.
     #[inline]
-    pub(crate) fn reads_packed_k(self) -> bool {
+    pub(crate) fn reads_packed_q4_k(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) | Dispatch::Avx2(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// Whether this kernel reads eight-row packed Q5_K blocks
+    /// ([`BlockQ5Kx8`]) as they lie (AVX-512 VNNI). AVX2 has no packed
+    /// Q5_K decode kernel: the fifth bits would double its inner step.
+    #[inline]
+    pub(crate) fn reads_packed_q5_k(self) -> bool {
         self.is_avx512_vnni()
     }
 
