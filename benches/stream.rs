@@ -14,7 +14,8 @@
 //!
 //! Knobs, for finding where a kernel stands: `STREAM_TYPES=q4_k,q6_k`
 //! runs only those types (`q4_0p`, `q4_kp`, `q5_kp`: rows packed eight
-//! at a time, as a model loaded on AVX-512 VNNI holds them), `STREAM_COLS=4096` changes the width, and
+//! at a time, as a model holds them where its kernel reads packed rows),
+//! `STREAM_COLS=4096` changes the width, and
 //! `STREAM_MB=1` makes the matrices small enough to stay in cache (each
 //! timing then repeats its pass; `STREAM_KB=256` for a size that stays in
 //! a 1 MB L2 beside the activation), which times the kernel's own work: a
@@ -30,9 +31,9 @@ use common::values;
 use inferno_cpu::backend::{AnyBackend, Backend};
 use inferno_cpu::matvec::{BlockMatrix, PackedMatrix, Q8Matrix, Weight};
 use inferno_cpu::quant::{
-    pack_q4_0_rows8, pack_q4_k_rows8, pack_q5_k_rows8, quantize_row_q4_0, quantize_row_q4_k,
-    quantize_row_q5_k, quantize_row_q6_k, quantize_row_q8_0, QuantizedVector, PACK_ROWS, QK4_0,
-    QK_K,
+    pack_rows8, quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k, quantize_row_q6_k,
+    quantize_row_q8_0, BlockQ4Kx8, BlockQ4_0x8, BlockQ5Kx8, PackedBlock, QuantizedVector,
+    PACK_ROWS, QK4_0, QK_K,
 };
 
 /// Columns of every matrix, unless `STREAM_COLS` says otherwise.
@@ -162,28 +163,20 @@ fn main() {
         let w = Weight::Q4_0(BlockMatrix::new(bytemuck::cast_slice(&b), rows, cols()).unwrap());
         run("Q4_0", &backend, w, &b);
     }
+    // Rows packed eight at a time, as a model holds its projections of a
+    // type its kernel reads packed (AVX-512 VNNI: Q4_0, Q4_K and Q5_K;
+    // AVX2: Q4_K); elsewhere the packed kernel unpacks each row first.
     if want("q4_0p") {
-        // Rows packed eight at a time, as a model loaded on AVX-512 VNNI
-        // holds its Q4_0 projections (elsewhere the packed kernel unpacks
-        // each row first).
         let (mut b, rows) = matrix(|r| quantize_row_q4_0(r).unwrap());
-        let rows = rows / PACK_ROWS * PACK_ROWS;
-        let nb = cols() / QK4_0;
-        let packed = pack_q4_0_rows8(bytemuck::cast_slice(&b[..rows * nb * 18]), nb);
-        b[..rows * nb * 18].copy_from_slice(bytemuck::cast_slice(&packed));
+        let (rows, n) = pack_bytes::<BlockQ4_0x8>(&mut b, rows, cols() / QK4_0);
         let w = Weight::Q4_0Packed(
-            PackedMatrix::new(bytemuck::cast_slice(&b[..rows * nb * 18]), rows, cols()).unwrap(),
+            PackedMatrix::new(bytemuck::cast_slice(&b[..n]), rows, cols()).unwrap(),
         );
-        run("Q4_0p", &backend, w, &b[..rows * nb * 18]);
+        run("Q4_0p", &backend, w, &b[..n]);
     }
     if want("q4_kp") {
-        // Q4_K rows packed eight at a time, as a model loaded on AVX-512
-        // VNNI holds them.
         let (mut b, rows) = matrix(|r| quantize_row_q4_k(r).unwrap());
-        let rows = rows / PACK_ROWS * PACK_ROWS;
-        let n = rows * (cols() / QK_K) * 144;
-        let packed = pack_q4_k_rows8(bytemuck::cast_slice(&b[..n]), cols() / QK_K);
-        b[..n].copy_from_slice(bytemuck::cast_slice(&packed));
+        let (rows, n) = pack_bytes::<BlockQ4Kx8>(&mut b, rows, cols() / QK_K);
         let w = Weight::Q4KPacked(
             PackedMatrix::new(bytemuck::cast_slice(&b[..n]), rows, cols()).unwrap(),
         );
@@ -191,13 +184,20 @@ fn main() {
     }
     if want("q5_kp") {
         let (mut b, rows) = matrix(|r| quantize_row_q5_k(r).unwrap());
-        let rows = rows / PACK_ROWS * PACK_ROWS;
-        let n = rows * (cols() / QK_K) * 176;
-        let packed = pack_q5_k_rows8(bytemuck::cast_slice(&b[..n]), cols() / QK_K);
-        b[..n].copy_from_slice(bytemuck::cast_slice(&packed));
+        let (rows, n) = pack_bytes::<BlockQ5Kx8>(&mut b, rows, cols() / QK_K);
         let w = Weight::Q5KPacked(
             PackedMatrix::new(bytemuck::cast_slice(&b[..n]), rows, cols()).unwrap(),
         );
         run("Q5_Kp", &backend, w, &b[..n]);
     }
+}
+
+/// Packs the whole groups of eight rows (of `nb` blocks) at the start of
+/// the row-major matrix in `b`, in place; returns their rows and bytes.
+fn pack_bytes<P: PackedBlock>(b: &mut [u8], rows: usize, nb: usize) -> (usize, usize) {
+    let rows = rows / PACK_ROWS * PACK_ROWS;
+    let n = rows * nb * std::mem::size_of::<P::Row>();
+    let packed: Vec<P> = pack_rows8(bytemuck::cast_slice(&b[..n]), nb);
+    b[..n].copy_from_slice(bytemuck::cast_slice(&packed));
+    (rows, n)
 }

@@ -3919,8 +3919,9 @@ mod tests {
     /// Every kernel's product of eight packed Q4_K or Q5_K rows
     /// (`dot_q4_k_packed8`, `dot_q5_k_packed8`) gives each row's single-row
     /// dot bits, for eight rows of any bytes (every level, scale, min and
-    /// fifth-bit code, NaN and infinite scales) and 0 to 13 blocks, under
-    /// each hint loop; packed rows shorter than the activation panic.
+    /// fifth-bit code, NaN and infinite scales) and 0 to 13 blocks, with
+    /// the activation's block sums its values' or any bytes, under each
+    /// hint loop; packed rows shorter or longer than the activation panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -3966,16 +3967,31 @@ mod tests {
                         return Ok(());
                     }
                     let (p4, p5) = (pack_q4_k_rows8(&w4, nb), pack_q5_k_rows8(&w5, nb));
-                    let (g4, g5) = (k.dot_q4_k_packed8(&p4, x), k.dot_q5_k_packed8(&p5, x));
-                    for r in 0..8 {
-                        let want4 = k.dot_q4_k(&w4[r * nb..(r + 1) * nb], x);
-                        let want5 = k.dot_q5_k(&w5[r * nb..(r + 1) * nb], x);
-                        prop_assert!(same(g4[r], want4), "{:?} q4_k row {}: {} vs {}", kernel, r, g4[r], want4);
-                        prop_assert!(same(g5[r], want5), "{:?} q5_k row {}: {} vs {}", kernel, r, g5[r], want5);
+                    // The same activation with its stored block sums as the
+                    // bytes give them, not its values' sums: the kernels
+                    // read the sums as stored, both the same way.
+                    let mut raw_sums: Vec<BlockQ8K> = blocks(&xraw, nb);
+                    for (b, xb) in raw_sums.iter_mut().enumerate() {
+                        xb.d = ds[b].0;
                     }
-                    let short4 = std::panic::catch_unwind(|| k.dot_q4_k_packed8(&p4[1..], x));
-                    let short5 = std::panic::catch_unwind(|| k.dot_q5_k_packed8(&p5[1..], x));
-                    prop_assert!(short4.is_err() && short5.is_err());
+                    for x in [x, &raw_sums] {
+                        let (g4, g5) = (k.dot_q4_k_packed8(&p4, x), k.dot_q5_k_packed8(&p5, x));
+                        for r in 0..8 {
+                            let want4 = k.dot_q4_k(&w4[r * nb..(r + 1) * nb], x);
+                            let want5 = k.dot_q5_k(&w5[r * nb..(r + 1) * nb], x);
+                            prop_assert!(same(g4[r], want4), "{:?} q4_k row {}: {} vs {}", kernel, r, g4[r], want4);
+                            prop_assert!(same(g5[r], want5), "{:?} q5_k row {}: {} vs {}", kernel, r, g5[r], want5);
+                        }
+                    }
+                    // Rows shorter than the activation, or longer.
+                    let mut longer = x.clone();
+                    longer.push(x[0]);
+                    for (w, x) in [(&p4[1..], &x[..]), (&p4[..], &x[1..]), (&p4[..], &longer[..])] {
+                        prop_assert!(std::panic::catch_unwind(|| k.dot_q4_k_packed8(w, x)).is_err());
+                    }
+                    for (w, x) in [(&p5[1..], &x[..]), (&p5[..], &x[1..]), (&p5[..], &longer[..])] {
+                        prop_assert!(std::panic::catch_unwind(|| k.dot_q5_k_packed8(w, x)).is_err());
+                    }
                 });
             }
         }

@@ -816,19 +816,7 @@ fn k4_rows4<B>(w: [&[B]; 4], x: &[BlockQ8K], prep: impl Fn(&B) -> K4Prep) -> [f3
 /// `PACKED_PICKS[j]`: the `vpshufb` pattern that zero-extends byte `j` of
 /// each 64-bit lane (a packed row's eight scale bytes) into that lane's
 /// four `i16` lanes.
-static PACKED_PICKS: [[u8; 32]; 8] = {
-    let mut p = [[0x80u8; 32]; 8];
-    let mut j = 0;
-    while j < 8 {
-        let mut i = 0;
-        while i < 32 {
-            p[j][i] = (j + (i % 16) / 8 * 8) as u8;
-            i += 2;
-        }
-        j += 1;
-    }
-    p
-};
+static PACKED_PICKS: [[u8; 32]; 8] = super::zero_extend_picks(8);
 
 /// `[dot_q4_k(row r, x)]` of the eight rows packed in `w`
 /// ([`BlockQ4Kx8`]), bit for bit (NaN payloads aside), with the rows in

@@ -227,21 +227,26 @@ macro_rules! q8_kernels {
     };
 }
 
-/// `K4_SCALE_PICKS[j]`: the `vpshufb` pattern that zero-extends byte `j`
-/// of a 128-bit half into all eight of its `i16` lanes.
-static K4_SCALE_PICKS: [[u8; 32]; 8] = {
+/// `picks[j]`: the `vpshufb` pattern that zero-extends byte `j` of each
+/// `lane`-byte lane of a 128-bit half (`lane` 8 or 16) into each of that
+/// lane's `i16` lanes (the high bytes zero: `0x80` picks nothing).
+pub(super) const fn zero_extend_picks(lane: usize) -> [[u8; 32]; 8] {
     let mut p = [[0x80u8; 32]; 8];
     let mut j = 0;
     while j < 8 {
         let mut i = 0;
         while i < 32 {
-            p[j][i] = j as u8;
+            p[j][i] = (j + (i % 16) / lane * lane) as u8;
             i += 2;
         }
         j += 1;
     }
     p
-};
+}
+
+/// `K4_SCALE_PICKS[j]`: the `vpshufb` pattern that zero-extends byte `j`
+/// of a 128-bit half into all eight of its `i16` lanes.
+static K4_SCALE_PICKS: [[u8; 32]; 8] = zero_extend_picks(16);
 
 /// The K-quant weight side of one x86 instruction set at 256 bits (AVX2,
 /// AVX-VNNI), given that module's `madd_acc(acc, a, b) -> __m256i`, which
