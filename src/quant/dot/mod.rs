@@ -170,7 +170,8 @@ impl RowPrefetch {
     /// These are the hints of Q4_0, F16 and BF16 rows, and of the K-quant
     /// rows computed one at a time; the Q8_0 and Q6_K products ask for
     /// theirs inside their row loops, in pieces (`x86_64`'s `matvec_q8`
-    /// and `matvec_q6_k`), which beat both on Zen 4.
+    /// and `matvec_q6_k`), which beat both on Zen 4 (and Q6_K's L1 hints
+    /// in pieces beat a row's burst on Zen 3).
     ///
     /// On a Zen 4 core a row's burst of L1 hints stalls the product once the
     /// burst is long, and is the better hint while it is short. One thread,

@@ -800,13 +800,13 @@ macro_rules! k_kernels {
 
         /// `out[r] = dot_q6_k_summed(row r of w, x)` for the `out.len()`
         /// rows of `nb` blocks (a decode product: `x` was quantized here,
-        /// so its sums are its values'), prefetching as the Q8_0 products
-        /// do: where the weights are asked for in L2
-        /// ([`weights_to_l2`](super::weights_to_l2)), the lines
-        /// [`PREFETCH_AHEAD_L2`](super::PREFETCH_AHEAD_L2) bytes on, four
-        /// blocks' worth before the four blocks they match; elsewhere each
-        /// row's lines [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes on
-        /// into L1 before the row. Hints only: the same bits.
+        /// so its sums are its values'), asking for each row's lines in
+        /// pieces, four blocks' worth on before the four blocks they match:
+        /// [`PREFETCH_AHEAD_L2`](super::PREFETCH_AHEAD_L2) bytes on into L2
+        /// where the weights are asked for in L2
+        /// ([`weights_to_l2`](super::weights_to_l2)), elsewhere
+        /// [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes on into L1.
+        /// Hints only: the same bits.
         ///
         /// On an AMD EPYC (Zen 4) VM, one thread, a Q6_K Qwen3-0.6B's
         /// 3072-wide `ffn_down` products took 3.26-3.31 ms per token with
@@ -816,6 +816,15 @@ macro_rules! k_kernels {
         /// `STREAM_COLS=3072 cargo bench --bench stream` 0.91-0.94 of the
         /// probe's speed against 1.02-1.05, and 1.00 either way at 1024
         /// columns, where the row-at-a-time hints went to L1.
+        ///
+        /// On an AMD EPYC (Zen 3) VM, AVX2, one thread, the L1 hints in
+        /// the same pieces, against a burst of a row's L1 hints before the
+        /// row: `STREAM_COLS=3072 cargo bench --bench stream` 0.98 of the
+        /// probe's speed against 0.73-0.78, 0.97-1.06 against 0.81-0.94 at
+        /// 1024 columns (three alternated runs); a Q4_K_M Qwen3-0.6B's
+        /// `ffn_down` products 3.5-4.0 ms per token against 5.1-5.3, a
+        /// Q6_K one's 4.3-5.6 against 6.4-7.5 (`inferno bench --trace`,
+        /// three alternated rounds).
         ///
         /// # Panics
         ///
@@ -828,12 +837,9 @@ macro_rules! k_kernels {
             crate::quant::dot::scalar::for_rows(w, nb, x.len(), out, |row| {
                 let row_bytes = core::mem::size_of_val(row);
                 let mut line = 0;
-                if !l2 {
-                    RowPrefetch::L1.lines_to(row, &mut line, row_bytes);
-                    return q6_summed_loop(row, x, |_| {});
-                }
+                let hint = if l2 { RowPrefetch::L2 } else { RowPrefetch::L1 };
                 q6_summed_loop(row, x, |b| {
-                    RowPrefetch::L2.lines_to(row, &mut line, ((b + 4) * BLOCK).min(row_bytes));
+                    hint.lines_to(row, &mut line, ((b + 4) * BLOCK).min(row_bytes));
                 })
             });
         }
