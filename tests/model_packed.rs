@@ -60,11 +60,11 @@ fn packed_projections_give_the_file_s_bits() {
 
 /// Whether `Model` packs a file of this type's projections with the
 /// selected kernel: AVX-512 VNNI reads packed Q4_K, Q5_K and Q4_0 rows,
-/// AVX2 packed Q4_K rows.
+/// AVX2 packed Q4_K and Q4_0 rows.
 fn packs(file_type: FileType) -> bool {
     match Kernel::selected() {
         Kernel::Avx512Vnni => true,
-        Kernel::Avx2 => file_type == FileType::Q4KM,
+        Kernel::Avx2 => matches!(file_type, FileType::Q4KM | FileType::Q4_0),
         _ => false,
     }
 }

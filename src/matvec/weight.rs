@@ -447,10 +447,16 @@ pub(crate) fn matmul_rows_any(
                 return;
             }
         }
-        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
-            let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
-            matmul_rows_any(k, &plain, xs, 0, segs);
-        });
+        // AVX2's Q4_0 GEMM unpacks each packed row's levels from the
+        // packed groups for every whole group of eight batch rows, below
+        // (as for packed K rows); a smaller batch, or another kernel,
+        // copies the rows back.
+        if !(k.matmul_uses_b32_signed() && segs.len() >= GROUP_ROWS) {
+            return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+                let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
+                matmul_rows_any(k, &plain, xs, 0, segs);
+            });
+        }
     }
     let m = segs.len();
     // With a kernel that interleaves the batch: eight batch rows per
@@ -553,8 +559,7 @@ pub(crate) fn gemm_group_rows(
         Weight::Q4K(_) | Weight::Q5K(_) | Weight::Q6K(_) => k.matmul_uses_k_groups(),
         // Packed K rows are unpacked to levels straight from their groups.
         Weight::Q4KPacked(_) | Weight::Q5KPacked(_) => k.matmul_uses_k_groups(),
-        // `matmul_rows_any` unpacks a packed Q4_0 matrix's rows before this.
-        Weight::Q4_0Packed(_) => false,
+        Weight::Q4_0Packed(_) => k.matmul_uses_b32_signed(),
         Weight::Q8_0(_) | Weight::Q4_0(_) => k.matmul_uses_b32_groups(),
         Weight::F16(_) | Weight::Bf16(_) => false,
     };
@@ -621,6 +626,14 @@ pub(crate) fn gemm_group_rows(
             |[w], x| [k.gemm_q4_0_1x8(w, x)],
             2 * B32_TILE_SETS,
         ),
+        Weight::Q4_0Packed(m) => gemm_rows(
+            &groups(),
+            segs,
+            |j, out| unpack_packed_row(k, m, r0 + j, out, |b, lane| B32Levels::q4_0(&b.row(lane))),
+            |j, n| prefetch_packed_after(m, r0 + j, n),
+            |[w], x| [k.gemm_q4_0_1x8(w, x)],
+            2 * B32_TILE_SETS,
+        ),
         Weight::Q8_0(m) => gemm_rows(
             &groups(),
             segs,
@@ -631,7 +644,7 @@ pub(crate) fn gemm_group_rows(
         ),
         // AVX-512 VNNI, the one other kernel with the groups, took its
         // sixteen-row Q4_0 GEMM above.
-        Weight::Q4_0(_) | Weight::Q4_0Packed(_) | Weight::F16(_) | Weight::Bf16(_) => 0,
+        Weight::Q4_0(_) | Weight::F16(_) | Weight::Bf16(_) => 0,
     };
     done * GROUP_ROWS
 }

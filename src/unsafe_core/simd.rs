@@ -158,6 +158,18 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q4_0_packed8(
+            self,
+            w: &[BlockQ4_0x8],
+            g: &[NibbleGroup],
+            x: &[ActBlock],
+        ) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::packed_q4_0_equals_dot_q4_0
+            unsafe { avx2::dot_q4_0_packed8(w, g, x) }
+        }
+
+        #[inline]
         pub(crate) fn gemm_k4_4x8(
             self,
             w: [&[K4Levels]; 4],

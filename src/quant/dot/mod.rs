@@ -1279,19 +1279,23 @@ impl Dispatch {
     }
 
     /// Whether decode reads Q4_0 matrices packed eight rows at a time
-    /// ([`BlockQ4_0x8`]) as they lie (AVX-512 VNNI), so a model packs them
-    /// at load. Elsewhere a packed matrix still works, each row unpacked
-    /// into a scratch row first.
+    /// ([`BlockQ4_0x8`]) as they lie (AVX-512 VNNI, AVX2: the rows in the
+    /// lanes), so a model packs them at load. Elsewhere a packed matrix
+    /// still works, each row unpacked into a scratch row first.
     #[inline]
     pub(crate) fn reads_packed_q4_0(self) -> bool {
-        self.is_avx512_vnni()
+        #[cfg(target_arch = "x86_64")]
+        if let Dispatch::Avx512Vnni(_) | Dispatch::Avx2(_) = self {
+            return true;
+        }
+        false
     }
 
     /// `dot_q4_0` (as [`dot_q4_0_decode`](Self::dot_q4_0_decode) gives it)
     /// of each of eight rows packed ([`BlockQ4_0x8`]) with `x`, bit for bit
-    /// (NaN payloads aside). On AVX-512 VNNI one pass over the packed
-    /// blocks as they lie; elsewhere each row unpacked into a scratch row
-    /// (see [`unpacked_dots`]), then this kernel's dot.
+    /// (NaN payloads aside). On AVX-512 VNNI and AVX2 one pass over the
+    /// packed blocks as they lie; elsewhere each row unpacked into a
+    /// scratch row (see [`unpacked_dots`]), then this kernel's dot.
     ///
     /// # Panics
     ///
@@ -1301,6 +1305,8 @@ impl Dispatch {
         match (self, x.nibble_groups()) {
             #[cfg(target_arch = "x86_64")]
             (Dispatch::Avx512Vnni(t), Some(g)) => t.dot_q4_0_packed8(w, g, x.act()),
+            #[cfg(target_arch = "x86_64")]
+            (Dispatch::Avx2(t), Some(g)) => t.dot_q4_0_packed8(w, g, x.act()),
             _ => unpacked_dots(w, x.act(), |row| self.dot_q4_0_decode(row, x)),
         }
     }

@@ -42,6 +42,7 @@ use crate::quant::activation::{ActBlock, NibbleGroup};
 use crate::quant::block::BlockQ8_0;
 use crate::quant::dot::scalar::for_rows;
 use crate::quant::kgroup::{B32Levels, B32Signed, Q8Group, GROUP_ROWS};
+use crate::quant::packed::BlockQ4_0x8;
 use crate::quant::q4_0::BlockQ4_0;
 
 /// The exact integer dot product of a weight block and an activation
@@ -275,6 +276,92 @@ pub(crate) fn dot_q4_0_groups(w: &[BlockQ4_0], g: &[NibbleGroup], x: &[ActBlock]
         acc = add_terms8(acc, scales8_packed(wc.each_ref().map(|b| b.d)), d_x, isum);
     }
     q4_0_groups_end(acc, w_rest, x_rest, 8 * w8.len())
+}
+
+/// Eight Q4_0 rows packed ([`BlockQ4_0x8`]) against the activation `x`
+/// (with its groups of eight blocks, `g`, for their offsets):
+/// [`dot_q4_0`] of each row, bit for bit (NaN payloads aside), as
+/// [`dot_q4_0_groups`] gives for one row.
+///
+/// Each `i32` lane is one row: a 256-bit load holds four bytes of each of
+/// the eight rows; per four weights one `vpmaddubsw` of the eight rows'
+/// levels by the activation's four values, broadcast, and the block's
+/// eight of them added in `i16` (at most `8 * 2 * 15 * 128 < 2^15`, exact),
+/// so one `vpmaddwd` by ones leaves each row's exact block sum in its
+/// lane, with nothing to reduce across lanes; the block's offset (`-8`
+/// times the activation block's sum) is added once. The float step is
+/// `dot_q4_0`'s, once for the eight rows: `(d_w * d_x) * isum` added to
+/// partial sum `b % 4`, the four sums added as `(s0 + s1) + (s2 + s3)`.
+/// Each block's lines are asked for
+/// [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes on, into L1, as the
+/// block is read: a group's blocks lie one after another, so the rows
+/// stream front to back.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()` or `g` is not `x`'s groups of eight.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q4_0_packed8(w: &[BlockQ4_0x8], g: &[NibbleGroup], x: &[ActBlock]) -> [f32; 8] {
+    assert_eq!(w.len(), x.len(), "dot: block counts differ");
+    assert_eq!(
+        g.len(),
+        x.len() / 8,
+        "dot_q4_0_packed8: the groups do not match the blocks"
+    );
+    let block = core::mem::size_of::<BlockQ4_0x8>();
+    let mut line = 0;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let (w8, w_rest) = w.as_chunks::<8>();
+    let (x8, x_rest) = x.as_chunks::<8>();
+    for (k, ((wc, xc), gc)) in w8.iter().zip(x8).zip(g).enumerate() {
+        for i in 0..8 {
+            let end = (8 * k + i + 1) * block;
+            crate::quant::dot::RowPrefetch::L1.lines_to(w, &mut line, end);
+            let t = q4_0_packed_terms(&wc[i], &xc[i], gc.off[i]);
+            acc[i % 4] = _mm256_add_ps(acc[i % 4], t);
+        }
+    }
+    // The blocks after the last whole group (its first one a multiple of
+    // eight, so `i % 4` is still the block's residue).
+    for (i, (wb, xb)) in w_rest.iter().zip(x_rest).enumerate() {
+        let off = xb.neg_bias.iter().sum::<i32>() / 16;
+        acc[i % 4] = _mm256_add_ps(acc[i % 4], q4_0_packed_terms(wb, xb, off));
+    }
+    bytemuck::cast(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ))
+}
+
+/// Block `wb` of [`dot_q4_0_packed8`]'s eight rows against `xb` (whose
+/// offset, `-8 * sum(x)`, is `off`): the eight rows' terms
+/// `(d_w * d_x) * isum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0_packed_terms(wb: &BlockQ4_0x8, xb: &ActBlock, off: i32) -> __m256 {
+    let low4 = _mm256_set1_epi8(0x0f);
+    let q: [__m256i; 4] = bytemuck::cast(wb.qs);
+    let (xq, _) = xb.qs.as_chunks::<4>();
+    let mut s = _mm256_setzero_si256();
+    for (p, &v) in q.iter().enumerate() {
+        // Bytes `4p..4p + 4` of each row: low nibbles weights `4p..`, high
+        // nibbles weights `16 + 4p..`.
+        let lo_x = _mm256_set1_epi32(i32::from_le_bytes(bytemuck::cast(xq[p])));
+        let hi_x = _mm256_set1_epi32(i32::from_le_bytes(bytemuck::cast(xq[p + 4])));
+        let lo = _mm256_and_si256(v, low4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low4);
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo, lo_x));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi, hi_x));
+    }
+    let isum = _mm256_add_epi32(
+        _mm256_madd_epi16(s, _mm256_set1_epi16(1)),
+        _mm256_set1_epi32(off),
+    );
+    let d_w = _mm256_cvtph_ps(bytemuck::cast::<_, __m128i>(wb.d));
+    _mm256_mul_ps(
+        _mm256_mul_ps(d_w, _mm256_set1_ps(xb.d)),
+        _mm256_cvtepi32_ps(isum),
+    )
 }
 
 /// The end of [`dot_q4_0_groups`] (and of AVX-512's form of it): the
