@@ -997,15 +997,18 @@ fn prefetch_rows_after<B>(row: &[B], n: usize) {
     }
 }
 
-/// Packed K-quant rows a GEMM unpacks before each pass over the batch: a
-/// whole group of eight, so the group's words (every row's are spread
-/// over all of its lines) are read while still in L1, and the next group
-/// is asked for as a whole. On an AMD EPYC (Zen 3) VM, one thread, a
-/// Q4_K_M file's prefill of 128 tokens with one row per pass took 9%
-/// longer (median of six alternated runs) than with the rows unpacked
-/// from the file's own layout; with eight, and each row's levels read
-/// from the packed words (`K4Levels::q4_k_packed`), the same.
-const PACKED_SETS: usize = PACK_ROWS;
+/// Sets of four packed K-quant rows (`gemm_k4_4x8`'s) a GEMM unpacks
+/// before each pass over the batch: 32 rows, four whole groups, so each
+/// group's words (every row's are spread over all of the group's lines)
+/// are read back to back, eight rows while the lines are in L1, and the
+/// groups after them are asked for as a whole. On an AMD EPYC (Zen 3) VM,
+/// one thread, a Q4_K_M file's prefill of 128 tokens with one set (four
+/// rows, half a group) per pass took 9% longer (median of six alternated
+/// runs) than with the rows unpacked from the file's own layout; with
+/// eight sets, and each row's levels read from the packed words
+/// (`K4Levels::q4_k_packed`), the same. (Two sets, one group a pass,
+/// measured the same as eight within the noise.)
+const PACKED_SETS: usize = 8;
 
 /// Appends row `r` of the packed matrix `p`, block by block, to `out` as
 /// the GEMM's levels (`levels` of the row's own block, the same bytes as
@@ -1475,7 +1478,7 @@ mod tests {
         }
     }
 
-    /// A Q4_K or Q5_K matrix packed eight rows at a time gives the
+    /// A Q4_0, Q4_K or Q5_K matrix packed eight rows at a time gives the
     /// row-major matrix's bits: every range of rows of a decode product (a
     /// thread's range can start and end inside a group), alone and stacked
     /// after another matrix, and prefill batches of 1 to 9, 16 and 17 rows (calling
@@ -1486,7 +1489,7 @@ mod tests {
     )]
     #[test]
     fn packed_k_gives_the_row_major_bits() {
-        use crate::quant::{pack_rows8, quantize_row_q4_k, quantize_row_q5_k};
+        use crate::quant::{pack_rows8, quantize_row_q4_0, quantize_row_q4_k, quantize_row_q5_k};
         for nb in [1, 5] {
             let (rows, cols) = (24, nb * QK_K);
             let values: Vec<f32> = (0..rows * cols)
@@ -1495,7 +1498,13 @@ mod tests {
             let q4 = quantize_row_q4_k(&values).unwrap();
             let q5 = quantize_row_q5_k(&values).unwrap();
             let (p4, p5) = (pack_rows8(&q4, nb), pack_rows8(&q5, nb));
+            let q40 = quantize_row_q4_0(&values).unwrap();
+            let p40 = pack_rows8(&q40, cols / 32);
             let pairs = [
+                (
+                    Weight::Q4_0(BlockMatrix::new(&q40, rows, cols).unwrap()),
+                    Weight::Q4_0Packed(PackedMatrix::new(&p40, rows, cols).unwrap()),
+                ),
                 (
                     Weight::Q4K(BlockMatrix::new(&q4, rows, cols).unwrap()),
                     Weight::Q4KPacked(PackedMatrix::new(&p4, rows, cols).unwrap()),

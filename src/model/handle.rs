@@ -139,7 +139,7 @@ impl Model {
     /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
     ///
     /// Where the selected kernel reads packed rows (AVX-512 VNNI: Q4_K,
-    /// Q5_K and Q4_0; AVX2: Q4_K) and the file was read into memory (not
+    /// Q5_K and Q4_0; AVX2: Q4_K and Q4_0) and the file was read into memory (not
     /// mapped), the layers' projections of those types are first packed in
     /// place, eight rows at a time
     /// ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
@@ -233,7 +233,8 @@ impl Model {
 
 /// Packs `file`'s layers' projections eight rows at a time, in place, for
 /// the types the selected kernel reads packed (AVX-512 VNNI: Q4_K, Q5_K
-/// and Q4_0; AVX2: Q4_K; no others), where the file was read into memory ([`GgufFile::read`] or
+/// and Q4_0; AVX2: Q4_K and Q4_0; no others), where the file was read
+/// into memory ([`GgufFile::read`] or
 /// [`from_bytes`](GgufFile::from_bytes), not [`open`](GgufFile::open));
 /// returns how many it packed. [`Model`] does this on load; a
 /// [`Qwen3::load`] of the file afterwards gives the same results, faster.

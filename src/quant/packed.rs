@@ -13,8 +13,8 @@
 //! each other, so a product reads its matrix front to back.
 //! [`PackedBlock::row`] gives a row's block back, byte for byte.
 //!
-//! Q4_0 ([`BlockQ4_0x8`]) packs for another reason: its AVX-512 decode
-//! kernel puts eight rows in a register's eight `i32` lanes, so that a
+//! Q4_0 ([`BlockQ4_0x8`]) packs for another reason: its AVX-512 and AVX2
+//! decode kernels put eight rows in a register's eight `i32` lanes, so that a
 //! block's exact integer sums come out one per lane, with no reduction
 //! across lanes (which a row at a time needs for each block); packed,
 //! four bytes of each of the eight rows lie side by side, one load each.

@@ -3872,7 +3872,7 @@ mod tests {
     /// (`dot_q4_0_decode`), for eight rows of any nibbles, NaN, infinite
     /// and tiny scales, and 0 to 27 blocks (whole groups of eight and the
     /// blocks after them, each residue of the four partial sums); packed
-    /// rows shorter than the activation panic.
+    /// rows shorter or longer than the activation panic.
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
@@ -3919,6 +3919,9 @@ mod tests {
                     prop_assert!(same(got[r], want), "{:?} row {}: {} vs {}", kernel, r, got[r], want);
                 }
                 prop_assert!(std::panic::catch_unwind(|| k.dot_q4_0_packed8(&p[1..], &x)).is_err());
+                let mut longer = p.clone();
+                longer.push(p[0]);
+                prop_assert!(std::panic::catch_unwind(|| k.dot_q4_0_packed8(&longer, &x)).is_err());
             });
         }
     }

@@ -324,7 +324,7 @@ pub(crate) fn dot_q4_0_packed8(w: &[BlockQ4_0x8], g: &[NibbleGroup], x: &[ActBlo
     // The blocks after the last whole group (its first one a multiple of
     // eight, so `i % 4` is still the block's residue).
     for (i, (wb, xb)) in w_rest.iter().zip(x_rest).enumerate() {
-        let off = xb.neg_bias.iter().sum::<i32>() / 16;
+        let off = xb.neg_bias.iter().sum::<i32>() >> 4;
         acc[i % 4] = _mm256_add_ps(acc[i % 4], q4_0_packed_terms(wb, xb, off));
     }
     bytemuck::cast(_mm256_add_ps(
