@@ -14,7 +14,7 @@ use crate::quant::{Kernel, QuantizedBatch};
 /// when every product of a token is split across its threads.
 #[derive(Debug)]
 pub struct Parallel {
-    rayon: rayon::ThreadPool,
+    rayon: RayonPool,
 }
 
 impl Parallel {
@@ -90,16 +90,68 @@ impl Backend for Parallel {
     }
 }
 
-/// A rayon pool of `threads` threads, every one of them started.
-pub(super) fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, BackendError> {
+/// A rayon pool whose threads are joined when it drops.
+///
+/// rayon's own pool only tells its threads to stop when it drops; they
+/// finish exiting later, on their own. A backend dropped while the next
+/// one runs would then still have threads winding down (allocating while
+/// they exit, taking a core) beside it; so the threads here are spawned
+/// with their handles kept, and joined after the pool is gone.
+#[derive(Debug)]
+pub(super) struct RayonPool {
+    pool: Option<rayon::ThreadPool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl core::ops::Deref for RayonPool {
+    type Target = rayon::ThreadPool;
+
+    fn deref(&self) -> &rayon::ThreadPool {
+        self.pool.as_ref().expect("the pool lives until drop")
+    }
+}
+
+impl Drop for RayonPool {
+    fn drop(&mut self) {
+        // Dropping rayon's pool tells its threads to stop once their work
+        // is done (a backend's work always is: every use of it blocks).
+        drop(self.pool.take());
+        for t in self.threads.drain(..) {
+            // A rayon thread catches its jobs' panics; a join error has
+            // nothing to report in a drop.
+            let _ = t.join();
+        }
+    }
+}
+
+/// A rayon pool of `threads` threads, every one of them started, joined
+/// when it drops ([`RayonPool`]).
+pub(super) fn rayon_pool(threads: usize) -> Result<RayonPool, BackendError> {
+    rayon_pool_named(threads, "inferno-rayon-")
+}
+
+/// [`rayon_pool`] with threads named `prefix` and their index.
+fn rayon_pool_named(threads: usize, prefix: &str) -> Result<RayonPool, BackendError> {
+    let mut handles = Vec::with_capacity(threads);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
-        .thread_name(|i| format!("inferno-rayon-{i}"))
+        .spawn_handler(|thread| {
+            let name = format!("{prefix}{}", thread.index());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(|| thread.run())?,
+            );
+            Ok(())
+        })
         .build()?;
     // Wait until every thread has started, so a session's first prefill
     // pays no thread start-up, and nothing starts (or allocates) later.
     pool.broadcast(|_| ());
-    Ok(pool)
+    Ok(RayonPool {
+        pool: Some(pool),
+        threads: handles,
+    })
 }
 
 /// rayon's parallel matmul for prefill, shared by [`Parallel`] and
@@ -153,4 +205,36 @@ pub(super) fn for_each_chunk_rayon<T, F>(
             .enumerate()
             .for_each(|(i, c)| f(i, c));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names of this process's threads that start with `prefix`
+    /// (Linux's `/proc/self/task/*/comm`).
+    #[cfg(target_os = "linux")]
+    fn threads_named(prefix: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with(prefix))
+            .count()
+    }
+
+    /// A dropped rayon pool's threads have exited when the drop returns
+    /// (rayon's own pool lets them exit later), and a live pool's have
+    /// all started: counted by a name no other pool's threads have.
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "spawns threads and reads /proc, which Miri isolates")]
+    #[test]
+    fn a_dropped_pool_leaves_no_thread() {
+        for threads in [1, 3] {
+            let pool = rayon_pool_named(threads, "rjoin-test-").unwrap();
+            assert_eq!(pool.current_num_threads(), threads);
+            assert_eq!(threads_named("rjoin-test-"), threads);
+            drop(pool);
+            assert_eq!(threads_named("rjoin-test-"), 0);
+        }
+    }
 }

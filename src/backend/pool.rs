@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::parallel::{for_each_chunk_rayon, matmul_rayon, rayon_pool};
+use super::parallel::{for_each_chunk_rayon, matmul_rayon, rayon_pool, RayonPool};
 use super::{dispatch_of, Backend, BackendError, BackendKind};
 use crate::matvec::{matvec_pool_stacked, ShapeError, Weight};
 use crate::pool::ThreadPool;
@@ -14,7 +14,7 @@ use crate::quant::{Kernel, QuantizedBatch, QuantizedVector};
 #[derive(Debug)]
 pub struct Pool {
     pool: ThreadPool,
-    rayon: rayon::ThreadPool,
+    rayon: RayonPool,
 }
 
 impl Pool {

@@ -391,33 +391,10 @@ pub(crate) fn matmul_rows_any(
     r0: usize,
     segs: &mut [&mut [f32]],
 ) {
-    let len = segs.first().map_or(0, |s| s.len());
     // AVX-512's sixteen-row K-quant GEMM interleaves the rows from the
     // packed blocks directly.
     if k.matmul_uses_k4_rows16() && k4_rows16(k, w, xs, r0, segs) == segs.len() {
         return;
-    }
-    // AVX2's K-quant GEMM unpacks each packed row's levels from the packed
-    // groups (`unpack_packed_row`) for every whole group of eight batch
-    // rows, below; the last few batch rows then unpack each weight row
-    // again. A smaller batch, or another kernel, copies the rows back
-    // (their blocks in GGML's layout, the same bytes) [`TASK_ROWS`] at a
-    // time, so a product on one thread copies a slice of the matrix and
-    // not all of it, and runs the row-major paths on them.
-    let packed_k_groups = matches!(w, Weight::Q4KPacked(_) | Weight::Q5KPacked(_))
-        && k.matmul_uses_k_groups()
-        && segs.len() >= GROUP_ROWS;
-    if let (Weight::Q4KPacked(p), false) = (w, packed_k_groups) {
-        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
-            let plain = Weight::Q4K(BlockMatrix::from_checked(rows, n, p.cols()));
-            matmul_rows_any(k, &plain, xs, 0, segs);
-        });
-    }
-    if let (Weight::Q5KPacked(p), false) = (w, packed_k_groups) {
-        return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
-            let plain = Weight::Q5K(BlockMatrix::from_checked(rows, n, p.cols()));
-            matmul_rows_any(k, &plain, xs, 0, segs);
-        });
     }
     if let Weight::Q4_0Packed(p) = w {
         // AVX-512's Q4_0 GEMM interleaves sixteen rows from wherever they
@@ -447,24 +424,53 @@ pub(crate) fn matmul_rows_any(
                 return;
             }
         }
-        // AVX2's Q4_0 GEMM unpacks each packed row's levels from the
-        // packed groups for every whole group of eight batch rows, below
-        // (as for packed K rows); a smaller batch, or another kernel,
-        // copies the rows back.
-        if !(k.matmul_uses_b32_signed() && segs.len() >= GROUP_ROWS) {
-            return for_unpacked_rows(p, r0, segs, |rows, n, segs| {
-                let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
-                matmul_rows_any(k, &plain, xs, 0, segs);
-            });
-        }
     }
-    let m = segs.len();
     // With a kernel that interleaves the batch: eight batch rows per
-    // register; the rest below.
+    // register (AVX2's GEMMs unpack a packed matrix's rows from its
+    // groups, `unpack_packed_row`); the rest below.
     let grouped = gemm_group_rows(k, w, xs, r0, segs);
+    if grouped == segs.len() {
+        return;
+    }
+    // The batch rows left meet a packed matrix's rows copied back (their
+    // blocks in GGML's layout, the same bytes) [`TASK_ROWS`] at a time,
+    // so a product on one thread copies a slice of the matrix and not all
+    // of it, and runs the row-major paths on them.
+    match w {
+        Weight::Q4KPacked(p) => for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q4K(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_from(k, &plain, xs, 0, segs, grouped);
+        }),
+        Weight::Q5KPacked(p) => for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q5K(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_from(k, &plain, xs, 0, segs, grouped);
+        }),
+        Weight::Q4_0Packed(p) => for_unpacked_rows(p, r0, segs, |rows, n, segs| {
+            let plain = Weight::Q4_0(BlockMatrix::from_checked(rows, n, p.cols()));
+            matmul_rows_from(k, &plain, xs, 0, segs, grouped);
+        }),
+        _ => matmul_rows_from(k, w, xs, r0, segs, grouped),
+    }
+}
+
+/// [`matmul_rows_any`]'s batch rows `first..` (those before done by a
+/// GEMM): eight batch rows per unpacked K-quant weight block, then four
+/// at a time with the kernels' four-row forms, then one at a time. A
+/// packed matrix's rows are unpacked one weight row at a time here, so
+/// `matmul_rows_any` hands it the rows copied back instead.
+fn matmul_rows_from(
+    k: Dispatch,
+    w: &Weight<'_>,
+    xs: &QuantizedBatch,
+    r0: usize,
+    segs: &mut [&mut [f32]],
+    first: usize,
+) {
+    let len = segs.first().map_or(0, |s| s.len());
+    let m = segs.len();
     for j0 in (0..len).step_by(TILE_ROWS) {
         let tile = j0..len.min(j0 + TILE_ROWS);
-        let mut i = grouped;
+        let mut i = first;
         // K-quants: eight batch rows per unpacked weight block.
         while i + 8 <= m && k_row(w, r0 + j0).is_some() {
             for j in tile.clone() {
@@ -952,6 +958,10 @@ fn gemm_rows<L: Copy, G, const R: usize>(
     sets: usize,
 ) -> usize {
     let len = segs.first().map_or(0, |s| s.len());
+    if groups.is_empty() {
+        // Nothing to meet the unpacked rows.
+        return 0;
+    }
     let sets = sets.max(1);
     let mut levels: Vec<[Vec<L>; R]> = (0..sets)
         .map(|_| core::array::from_fn(|_| Vec::new()))
