@@ -97,6 +97,13 @@ impl Backend for Parallel {
 /// one runs would then still have threads winding down (allocating while
 /// they exit, taking a core) beside it; so the threads here are spawned
 /// with their handles kept, and joined after the pool is gone.
+///
+/// Two cases let them go instead, as rayon would: a drop on one of the
+/// pool's own threads (a job of the caller's, `rayon::spawn`ed from a
+/// closure the backend ran, holding the backend's last handle), which
+/// could only wait for itself; and threads still running such a job
+/// [`JOIN_WAIT`] after the drop began, so a drop never waits on the
+/// caller's own work.
 #[derive(Debug)]
 pub(super) struct RayonPool {
     pool: Option<rayon::ThreadPool>,
@@ -111,15 +118,35 @@ impl core::ops::Deref for RayonPool {
     }
 }
 
+/// How long a dropped [`RayonPool`] waits for its threads to exit before
+/// it lets the rest go. The backend's own work is done when a drop can
+/// begin (every use of it blocks until its work is), so only a job the
+/// caller spawned onto the pool can hold a thread this long.
+const JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Drop for RayonPool {
     fn drop(&mut self) {
+        let on_own_thread = self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.current_thread_index().is_some());
         // Dropping rayon's pool tells its threads to stop once their work
-        // is done (a backend's work always is: every use of it blocks).
+        // is done.
         drop(self.pool.take());
+        if on_own_thread {
+            // The handles drop unjoined: the threads run on, detached.
+            return;
+        }
+        let deadline = std::time::Instant::now() + JOIN_WAIT;
         for t in self.threads.drain(..) {
-            // A rayon thread catches its jobs' panics; a join error has
-            // nothing to report in a drop.
-            let _ = t.join();
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            if t.is_finished() {
+                // A rayon thread catches its jobs' panics; a join error
+                // has nothing to report in a drop.
+                let _ = t.join();
+            }
         }
     }
 }
@@ -236,5 +263,52 @@ mod tests {
             drop(pool);
             assert_eq!(threads_named("rjoin-test-"), 0);
         }
+    }
+
+    /// A pool whose last handle a job on one of its own threads drops
+    /// lets its threads go (joining would wait for that very thread);
+    /// with one thread and with three.
+    #[cfg_attr(miri, ignore = "spawns threads")]
+    #[test]
+    fn a_pool_dropped_on_its_own_thread_returns() {
+        use std::sync::{mpsc, Arc};
+        for threads in [1, 3] {
+            let pool = Arc::new(rayon_pool_named(threads, "rjoin-self-").unwrap());
+            let held = Arc::clone(&pool);
+            let (tx, rx) = mpsc::channel();
+            pool.spawn(move || {
+                while Arc::strong_count(&held) > 1 {
+                    std::thread::yield_now();
+                }
+                drop(held);
+                tx.send(()).unwrap();
+            });
+            drop(pool);
+            rx.recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the drop on the pool's own thread returned");
+        }
+    }
+
+    /// A drop does not wait on a job the caller spawned onto the pool
+    /// that waits for the caller: after [`JOIN_WAIT`] it lets the thread
+    /// go, and the job finishes once released.
+    #[cfg_attr(miri, ignore = "spawns threads")]
+    #[test]
+    fn a_drop_does_not_wait_on_the_caller_s_own_job() {
+        use std::sync::mpsc;
+        let pool = rayon_pool_named(2, "rjoin-wait-").unwrap();
+        let (go, wait) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel();
+        pool.spawn(move || {
+            let _ = wait.recv();
+            done.send(()).unwrap();
+        });
+        let started = std::time::Instant::now();
+        drop(pool);
+        assert!(started.elapsed() >= JOIN_WAIT);
+        go.send(()).unwrap();
+        finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap();
     }
 }
