@@ -603,7 +603,7 @@ pub(crate) fn gemm_group_rows(
         Weight::Q5KPacked(m) => gemm_rows(
             &k_groups(),
             segs,
-            |j, out| unpack_packed_row(k, m, r0 + j, out, |b, lane| K4Levels::q5_k(&b.row(lane))),
+            |j, out| unpack_packed_row(k, m, r0 + j, out, K4Levels::q5_k_packed),
             |j, n| prefetch_packed_after(m, r0 + j, n),
             |w4, x| k.gemm_k4_4x8(w4, x),
             PACKED_SETS,

@@ -139,7 +139,7 @@ impl Model {
     /// Any error of [`Qwen3::load`], or [`ModelError::Tokenizer`].
     ///
     /// Where the selected kernel reads packed rows (AVX-512 VNNI: Q4_K,
-    /// Q5_K and Q4_0; AVX2: Q4_K and Q4_0) and the file was read into memory (not
+    /// Q5_K and Q4_0; AVX2 the same) and the file was read into memory (not
     /// mapped), the layers' projections of those types are first packed in
     /// place, eight rows at a time
     /// ([`PackedQ4KMatrix`](crate::matvec::PackedQ4KMatrix),
@@ -233,7 +233,7 @@ impl Model {
 
 /// Packs `file`'s layers' projections eight rows at a time, in place, for
 /// the types the selected kernel reads packed (AVX-512 VNNI: Q4_K, Q5_K
-/// and Q4_0; AVX2: Q4_K and Q4_0; no others), where the file was read
+/// and Q4_0; AVX2 the same; no others), where the file was read
 /// into memory ([`GgufFile::read`] or
 /// [`from_bytes`](GgufFile::from_bytes), not [`open`](GgufFile::open));
 /// returns how many it packed. [`Model`] does this on load; a
@@ -245,9 +245,9 @@ impl Model {
 /// and skip the kernel's transposes; a Q4_0 one's products get each
 /// block's eight rows' sums one per lane, with nothing to reduce (the
 /// README's Zen 4 section has the measurements). On an AMD EPYC (Zen 3)
-/// VM, AVX2, a Q4_K_M file's Q4_K products read eight packed rows with the
-/// rows in a register's lanes, and prefill unpacks each row's levels from
-/// the packed words (the README's Zen 3 section).
+/// VM, AVX2, a Q4_K_M (Q5_K_M) file's Q4_K (Q5_K) products read eight
+/// packed rows with the rows in a register's lanes, and prefill unpacks
+/// each row's levels from the packed words (the README's Zen 3 section).
 ///
 /// ```
 /// use inferno_cpu::gguf::GgufFile;

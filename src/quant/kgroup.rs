@@ -27,7 +27,8 @@ use bytemuck::{Pod, Zeroable};
 use super::activation::ActBlock;
 use super::kcommon::{f16_le_to_f32, scale_min_k4};
 use super::{
-    BlockQ4K, BlockQ4Kx8, BlockQ4_0, BlockQ4_0x8, BlockQ5K, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K,
+    BlockQ4K, BlockQ4Kx8, BlockQ4_0, BlockQ4_0x8, BlockQ5K, BlockQ5Kx8, BlockQ6K, BlockQ8K,
+    BlockQ8_0, QK_K,
 };
 
 /// Activation rows per [`Q8KGroup`].
@@ -167,6 +168,28 @@ impl K4Levels {
             f16_le_to_f32([h[0], h[1]]),
             f16_le_to_f32([h[2], h[3]]),
         )
+    }
+
+    /// Row `lane`'s block of a packed Q5_K group's block:
+    /// `q5_k(&b.row(lane))`, the nibbles read as
+    /// [`q4_k_packed`](Self::q4_k_packed) reads them (the packed Q5_K
+    /// block begins with a packed Q4_K block's bytes) and the fifth bits
+    /// from the row's `qh` words where they lie.
+    #[inline(always)]
+    pub(crate) fn q5_k_packed(b: &BlockQ5Kx8, lane: usize) -> Self {
+        let head: &BlockQ4Kx8 =
+            bytemuck::from_bytes(&bytemuck::bytes_of(b)[..core::mem::size_of::<BlockQ4Kx8>()]);
+        let mut k = Self::q4_k_packed(head, lane);
+        // Word `u` holds the fifth bits of positions `8u..8u + 8` of every
+        // sub-block, bit `j` for sub-block `j` (levels `32j..32j + 32`).
+        for (u, words) in b.qh.iter().enumerate() {
+            for (p, &h) in words[lane].iter().enumerate() {
+                for j in 0..8 {
+                    k.q[32 * j + 8 * u + p] |= ((h >> j) & 1) << 4;
+                }
+            }
+        }
+        k
     }
 
     #[inline(always)]
@@ -926,25 +949,41 @@ mod tests {
 
     /// A packed row's levels, read from the packed words, are the row's
     /// own block's levels byte for byte, for any bytes (NaN and infinite
-    /// scales included) and every lane.
+    /// scales included) and every lane, Q4_K and Q5_K.
     #[test]
-    fn packed_q4_k_levels_are_the_row_s() {
+    fn packed_k_levels_are_the_row_s() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..if cfg!(miri) { 2 } else { 200 } {
-            let mut p = BlockQ4Kx8::zeroed();
-            for byte in bytemuck::bytes_of_mut(&mut p) {
+        let mut fill = |bytes: &mut [u8]| {
+            for byte in bytes {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
                 *byte = seed as u8;
             }
+        };
+        for _ in 0..if cfg!(miri) { 2 } else { 200 } {
+            let mut p4 = BlockQ4Kx8::zeroed();
+            fill(bytemuck::bytes_of_mut(&mut p4));
+            let mut p5 = BlockQ5Kx8::zeroed();
+            fill(bytemuck::bytes_of_mut(&mut p5));
             for lane in 0..8 {
-                let want = K4Levels::q4_k(&p.row(lane));
-                let got = K4Levels::q4_k_packed(&p, lane);
+                let (want, got) = (
+                    K4Levels::q4_k(&p4.row(lane)),
+                    K4Levels::q4_k_packed(&p4, lane),
+                );
                 assert_eq!(
                     bytemuck::bytes_of(&got),
                     bytemuck::bytes_of(&want),
-                    "lane {lane}"
+                    "Q4_K lane {lane}"
+                );
+                let (want, got) = (
+                    K4Levels::q5_k(&p5.row(lane)),
+                    K4Levels::q5_k_packed(&p5, lane),
+                );
+                assert_eq!(
+                    bytemuck::bytes_of(&got),
+                    bytemuck::bytes_of(&want),
+                    "Q5_K lane {lane}"
                 );
             }
         }

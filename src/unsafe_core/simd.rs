@@ -158,6 +158,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn dot_q5_k_packed8(self, w: &[BlockQ5Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::packed_k_equals_dot_k
+            unsafe { avx2::dot_q5_k_packed8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn dot_q4_0_packed8(
             self,
             w: &[BlockQ4_0x8],

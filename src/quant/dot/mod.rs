@@ -1251,11 +1251,11 @@ impl Dispatch {
     }
 
     /// Whether this kernel reads eight-row packed Q5_K blocks
-    /// ([`BlockQ5Kx8`]) as they lie (AVX-512 VNNI). AVX2 has no packed
-    /// Q5_K decode kernel: the fifth bits would double its inner step.
+    /// ([`BlockQ5Kx8`]) as they lie (AVX-512 VNNI, AVX2), as
+    /// [`reads_packed_q4_k`](Self::reads_packed_q4_k) for Q4_K.
     #[inline]
     pub(crate) fn reads_packed_q5_k(self) -> bool {
-        self.is_avx512_vnni()
+        self.reads_packed_q4_k()
     }
 
     /// `[dot_q4_k(w[0], x), .., dot_q4_k(w[7], x)]`, bit for bit (NaN
@@ -1342,6 +1342,8 @@ impl Dispatch {
         match self {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.dot_q5_k_packed8(w, x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.dot_q5_k_packed8(w, x),
             _ => unpacked_dots(w, x, |row| self.dot_q5_k(row, x)),
         }
     }

@@ -22,7 +22,7 @@ use crate::quant::q4_k::BlockQ4K;
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
-use crate::quant::{BlockQ4Kx8, QK_K};
+use crate::quant::{BlockQ4Kx8, BlockQ5Kx8, QK_K};
 
 /// The f16 scale of a weight block, widened with `vcvtph2ps`, in all eight
 /// lanes.
@@ -832,12 +832,48 @@ static PACKED_PICKS: [[u8; 32]; 8] = super::zero_extend_picks(8);
 /// If `w.len() != x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+    k4_packed8::<_, false>(w, x, |b| (&b.heads, &b.qs, None))
+}
+
+/// [`dot_q4_k_packed8`] for Q5_K rows ([`BlockQ5Kx8`]): each row's
+/// `dot_q5_k`, bit for bit (NaN payloads aside). A fifth-bit word of four
+/// rows (`qh`, the bits of eight sub-blocks at the same eight positions)
+/// is shifted down to the sub-block's bit and put in as 16, so the
+/// levels reach 31 and a sub-block's four `vpmaddubsw` sums at most
+/// `4 * 2 * 31 * 128 = 31,744`, still within `i16`.
+///
+/// # Panics
+///
+/// If `w.len() != x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_q5_k_packed8(w: &[BlockQ5Kx8], x: &[BlockQ8K]) -> [f32; 8] {
+    k4_packed8::<_, true>(w, x, |b| (&b.heads, &b.qs, Some(&b.qh)))
+}
+
+/// A packed Q4_K or Q5_K block's heads, nibble words and (Q5_K) fifth-bit
+/// words, as [`k4_packed8`] reads them.
+type PackedParts<'a> = (
+    &'a [[u8; 16]; 8],
+    &'a [[[u8; 8]; 8]; 16],
+    Option<&'a [[[u8; 8]; 8]; 4]>,
+);
+
+/// The loop of [`dot_q4_k_packed8`] and [`dot_q5_k_packed8`]: `parts`
+/// gives a packed block's parts; with `FIFTH`, its fifth bits are read.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k4_packed8<P, const FIFTH: bool>(
+    w: &[P],
+    x: &[BlockQ8K],
+    parts: impl Fn(&P) -> PackedParts<'_>,
+) -> [f32; 8] {
     assert_eq!(w.len(), x.len(), "packed dot: block counts differ");
     let m4 = _mm256_set1_epi8(0x0f);
+    let m16 = _mm256_set1_epi8(0x10);
     let picks = core::hint::black_box(&PACKED_PICKS);
     let twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-    let block = core::mem::size_of::<BlockQ4Kx8>();
+    let block = core::mem::size_of::<P>();
     let mut acc = _mm256_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
     for (b, (wb, xb)) in w.iter().zip(x).enumerate() {
@@ -846,13 +882,14 @@ pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
             crate::unsafe_core::prefetch::prefetch_read(w, super::PREFETCH_AHEAD + line);
             line += 64;
         }
+        let (heads, qs, qh) = parts(wb);
         let bsums: __m256i = bytemuck::cast(xb.bsums);
         let mut sc = [0u64; 8];
         let mut prod = [_mm256_setzero_si256(); 8];
         let mut d = [0.0f32; 8];
         let mut dmin = [0.0f32; 8];
         for r in 0..8 {
-            let (scales, mins, dd) = k4_head_gpr(&wb.heads[r]);
+            let (scales, mins, dd) = k4_head_gpr(&heads[r]);
             sc[r] = scales;
             let m = _mm_shuffle_epi8(_mm_cvtsi64_si128(mins as i64), twice);
             prod[r] = _mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(m));
@@ -866,21 +903,36 @@ pub(crate) fn dot_q4_k_packed8(w: &[BlockQ4Kx8], x: &[BlockQ8K]) -> [f32; 8] {
         let (q8, _) = xb.qs.as_chunks::<8>();
         let mut isum = [_mm256_setzero_si256(); 2];
         for k in 0..4 {
+            // Sub-blocks 2k (low nibbles) and 2k + 1 (high nibbles) have
+            // their fifth bits at bits 2k and 2k + 1 of each `qh` byte.
+            let down = _mm_cvtsi32_si128(2 * k as i32);
             let mut lo = [_mm256_setzero_si256(); 2];
             let mut hi = [_mm256_setzero_si256(); 2];
             for t in 0..4 {
                 let xl = _mm256_set1_epi64x(i64::from_le_bytes(bytemuck::cast(q8[8 * k + t])));
                 let xh = _mm256_set1_epi64x(i64::from_le_bytes(bytemuck::cast(q8[8 * k + 4 + t])));
-                let word = &wb.qs[4 * k + t];
+                let word = &qs[4 * k + t];
                 for g in 0..2 {
-                    let bits: __m256i = bytemuck::cast([
-                        word[4 * g],
-                        word[4 * g + 1],
-                        word[4 * g + 2],
-                        word[4 * g + 3],
-                    ]);
-                    let l = _mm256_and_si256(bits, m4);
-                    let h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                    let rows = |w: &[[u8; 8]; 8]| -> __m256i {
+                        bytemuck::cast([w[4 * g], w[4 * g + 1], w[4 * g + 2], w[4 * g + 3]])
+                    };
+                    let bits = rows(word);
+                    let mut l = _mm256_and_si256(bits, m4);
+                    let mut h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                    if let (true, Some(qh)) = (FIFTH, qh) {
+                        // Bit 0 (then 1) of each byte moved to bit 4: the
+                        // 16-bit shifts carry other bytes' bits across,
+                        // but the mask keeps only each byte's own.
+                        let fifth = _mm256_srl_epi16(rows(&qh[t]), down);
+                        l = _mm256_or_si256(
+                            l,
+                            _mm256_and_si256(_mm256_slli_epi16::<4>(fifth), m16),
+                        );
+                        h = _mm256_or_si256(
+                            h,
+                            _mm256_and_si256(_mm256_slli_epi16::<3>(fifth), m16),
+                        );
+                    }
                     lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(l, xl));
                     hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(h, xh));
                 }
