@@ -164,8 +164,8 @@ fn main() {
         run("Q4_0", &backend, w, &b);
     }
     // Rows packed eight at a time, as a model holds its projections of a
-    // type its kernel reads packed (AVX-512 VNNI: Q4_0, Q4_K and Q5_K;
-    // AVX2: Q4_K); elsewhere the packed kernel unpacks each row first.
+    // type its kernel reads packed (AVX-512 VNNI and AVX2: Q4_0, Q4_K and
+    // Q5_K); elsewhere the packed kernel unpacks each row first.
     if want("q4_0p") {
         let (mut b, rows) = matrix(|r| quantize_row_q4_0(r).unwrap());
         let (rows, n) = pack_bytes::<BlockQ4_0x8>(&mut b, rows, cols() / QK4_0);

@@ -150,8 +150,11 @@ mod imp {
             let budget = Duration::from_millis(30);
             let mut yielded = false;
             for _ in 0..10 {
-                let mut backoff = Backoff::new(budget);
+                // Read before the backoff starts its own clock, so that a
+                // thread descheduled in between cannot make the budget look
+                // unspent.
                 let start = std::time::Instant::now();
+                let mut backoff = Backoff::new(budget);
                 let mut yields = Vec::new();
                 loop {
                     match backoff.step() {

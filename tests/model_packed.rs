@@ -1,6 +1,6 @@
 //! Q4_K, Q5_K and Q4_0 projections packed eight rows at a time (what
-//! `Model` does where the CPU's kernel reads packed rows: AVX-512 VNNI all
-//! three, AVX2 Q4_K and Q4_0)
+//! `Model` does where the CPU's kernel reads packed rows: AVX-512 VNNI and
+//! AVX2 all three)
 //! give the file's own bits: the same logits as the unpacked file, on every backend and
 //! thread count, decode and prefill.
 #![cfg(not(feature = "loom"))]

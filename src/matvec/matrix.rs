@@ -358,7 +358,7 @@ mod tests {
 /// ([`pack_rows8`](crate::quant::pack_rows8)), and every product over it
 /// gives that matrix's bits; only the order of the bytes differs, the one
 /// the eight-row decode kernels read (AVX-512 VNNI's for Q4_K, Q5_K and
-/// Q4_0, AVX2's for Q4_K and Q4_0).
+/// Q4_0, and AVX2's for the same three).
 ///
 /// ```
 /// use inferno_cpu::matvec::PackedQ4KMatrix;

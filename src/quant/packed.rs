@@ -1,6 +1,7 @@
 //! Q4_K, Q5_K and Q4_0 rows packed eight at a time: the layout the
 //! AVX-512 eight-row decode kernels read without rearranging anything
-//! (and AVX2's Q4_K one, which puts four rows' words in a register).
+//! (and AVX2's Q4_K and Q5_K ones, which put four rows' words in a
+//! register).
 //!
 //! That kernel computes eight rows at once, one per 64-bit slot of a
 //! register, so it needs each block's nibbles (and Q5_K's fifth bits) of

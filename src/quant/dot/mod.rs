@@ -4011,6 +4011,59 @@ mod tests {
         x86_64::TO_L2_IN_TESTS.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The packed Q4_K and Q5_K kernels at the ends of their ranges, which
+    /// random bytes almost never reach: every level 15 (31 with the fifth
+    /// bits), every scale and min 63, against activations all -128 or all
+    /// 127 (their block sums the values' or `i16`'s extremes), give each
+    /// row's single-row dot bits, so no `i16` sum of the rows-in-lanes
+    /// kernels saturates where the row kernels' do not.
+    #[test]
+    fn packed_k_extremes_equal_dot_k() {
+        use crate::quant::{pack_q4_k_rows8, pack_q5_k_rows8};
+        let nb = 3;
+        let block = |size: usize| {
+            let mut b = vec![0xffu8; size];
+            // d = 1.0 and dmin = 0.5 (f16), the rest all ones.
+            b[..4].copy_from_slice(&[0x00, 0x3c, 0x00, 0x38]);
+            b
+        };
+        let w4: Vec<BlockQ4K> = (0..8 * nb)
+            .map(|_| bytemuck::pod_read_unaligned(&block(144)))
+            .collect();
+        let w5: Vec<BlockQ5K> = (0..8 * nb)
+            .map(|_| bytemuck::pod_read_unaligned(&block(176)))
+            .collect();
+        let (p4, p5) = (pack_q4_k_rows8(&w4, nb), pack_q5_k_rows8(&w5, nb));
+        for kernel in Kernel::ALL {
+            let Some(k) = kernel.dispatch() else { continue };
+            for v in [-128i8, 127] {
+                for sums in [16 * i16::from(v), i16::MIN, i16::MAX] {
+                    let xb = BlockQ8K {
+                        d: 0.25,
+                        qs: [v; crate::quant::QK_K],
+                        bsums: [sums; 16],
+                    };
+                    let x = vec![xb; nb];
+                    let (g4, g5) = (k.dot_q4_k_packed8(&p4, &x), k.dot_q5_k_packed8(&p5, &x));
+                    for r in 0..8 {
+                        let want4 = k.dot_q4_k(&w4[r * nb..(r + 1) * nb], &x);
+                        let want5 = k.dot_q5_k(&w5[r * nb..(r + 1) * nb], &x);
+                        assert_eq!(
+                            g4[r].to_bits(),
+                            want4.to_bits(),
+                            "{kernel:?} q4_k {v} {sums}"
+                        );
+                        assert_eq!(
+                            g5[r].to_bits(),
+                            want5.to_bits(),
+                            "{kernel:?} q5_k {v} {sums}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The VNNI K-quant kernels give the AVX2 kernels' bits, single-row
     /// and four-row, for 0 to 4 blocks of any bytes (every level, scale
     /// and min code, scales of any sign, activations down to -128).

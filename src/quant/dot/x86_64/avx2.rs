@@ -871,7 +871,6 @@ fn k4_packed8<P, const FIFTH: bool>(
     let m4 = _mm256_set1_epi8(0x0f);
     let m16 = _mm256_set1_epi8(0x10);
     let picks = core::hint::black_box(&PACKED_PICKS);
-    let twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let block = core::mem::size_of::<P>();
     let mut acc = _mm256_setzero_ps();
@@ -883,23 +882,12 @@ fn k4_packed8<P, const FIFTH: bool>(
             line += 64;
         }
         let (heads, qs, qh) = parts(wb);
-        let bsums: __m256i = bytemuck::cast(xb.bsums);
-        let mut sc = [0u64; 8];
-        let mut prod = [_mm256_setzero_si256(); 8];
-        let mut d = [0.0f32; 8];
-        let mut dmin = [0.0f32; 8];
-        for r in 0..8 {
-            let (scales, mins, dd) = k4_head_gpr(&heads[r]);
-            sc[r] = scales;
-            let m = _mm_shuffle_epi8(_mm_cvtsi64_si128(mins as i64), twice);
-            prod[r] = _mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(m));
-            d[r] = _mm_cvtss_f32(dd);
-            dmin[r] = _mm_cvtss_f32(_mm_movehdup_ps(dd));
-        }
-        let scv: [__m256i; 2] = [
-            bytemuck::cast([sc[0], sc[1], sc[2], sc[3]]),
-            bytemuck::cast([sc[4], sc[5], sc[6], sc[7]]),
-        ];
+        let PackedHeads {
+            scales: scv,
+            d,
+            dmin,
+            msums,
+        } = packed_heads(heads, &xb.bsums);
         let (q8, _) = xb.qs.as_chunks::<8>();
         let mut isum = [_mm256_setzero_si256(); 2];
         for k in 0..4 {
@@ -953,16 +941,111 @@ fn k4_packed8<P, const FIFTH: bool>(
         }
         // Row r's two lanes summed, rows in order.
         let isums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(isum[0], isum[1]), order);
-        let m_lo = hsum4_epi32([prod[0], prod[1], prod[2], prod[3]]);
-        let m_hi = hsum4_epi32([prod[4], prod[5], prod[6], prod[7]]);
-        let msums = _mm256_set_m128i(m_hi, m_lo);
         let dx = _mm256_set1_ps(xb.d);
-        let dd = _mm256_mul_ps(bytemuck::cast(d), dx);
+        let dd = _mm256_mul_ps(d, dx);
         acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isums), acc);
-        let dm = _mm256_mul_ps(bytemuck::cast(dmin), dx);
+        let dm = _mm256_mul_ps(dmin, dx);
         acc_min = _mm256_sub_ps(acc_min, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msums)));
     }
     bytemuck::cast(_mm256_add_ps(acc, acc_min))
+}
+
+/// Eight packed rows' heads decoded together, each lane a row (rows in
+/// order), for [`k4_packed8`].
+struct PackedHeads {
+    /// Rows 0-3 and 4-7, a row's eight 6-bit scales per 64-bit lane.
+    scales: [__m256i; 2],
+    /// Each row's `d` and `dmin`, widened exactly.
+    d: __m256,
+    dmin: __m256,
+    /// Each row's `mins . bsums` (each min times its two 16-value sums),
+    /// exactly.
+    msums: __m256i,
+}
+
+/// The heads of eight packed rows (`heads[r]`: row `r`'s `d`, `dmin` and
+/// 12 scale bytes) decoded in vector registers, all rows at once: the
+/// four 32-bit words of each head transposed so that word `i` of every
+/// row is one register, then [`k4_head_gpr`]'s shifts and masks on all
+/// eight rows together, and the mins' products with `bsums` made with
+/// `vpmaddwd` on pairs of mins, as exact as each row's own (every product
+/// and sum of at most `8 * 2 * 63 * 32768` in magnitude is an exact
+/// `i32`). Row by row, the gathers of the rows' words into vectors took
+/// about 250 instructions per block, this about 70.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn packed_heads(heads: &[[u8; 16]; 8], bsums: &[i16; 16]) -> PackedHeads {
+    let h: [__m256i; 4] = bytemuck::cast(*heads);
+    // Rows 0 and 1 in h[0], 2 and 3 in h[1], ...: interleaving dwords,
+    // then qwords, leaves word i of rows 0, 2, 4, 6 | 1, 3, 5, 7.
+    let ab_lo = _mm256_unpacklo_epi32(h[0], h[1]);
+    let ab_hi = _mm256_unpackhi_epi32(h[0], h[1]);
+    let cd_lo = _mm256_unpacklo_epi32(h[2], h[3]);
+    let cd_hi = _mm256_unpackhi_epi32(h[2], h[3]);
+    let in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let word = |v: __m256i| _mm256_permutevar8x32_epi32(v, in_order);
+    let w0 = word(_mm256_unpacklo_epi64(ab_lo, cd_lo));
+    let w1 = word(_mm256_unpackhi_epi64(ab_lo, cd_lo));
+    let w2 = word(_mm256_unpacklo_epi64(ab_hi, cd_hi));
+    let w3 = word(_mm256_unpackhi_epi64(ab_hi, cd_hi));
+    // `d` (the low halves of w0) then `dmin` (the high halves), four rows
+    // per 128-bit lane, then all eight `d` below all eight `dmin`.
+    let halves = _mm256_shuffle_epi8(
+        w0,
+        _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, //
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+        ),
+    );
+    let halves = _mm256_permute4x64_epi64::<0b11_01_10_00>(halves);
+    let d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    let dmin = _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(halves));
+    // As `k4_head_gpr`: scales 0-3 and mins 0-3 the low six bits of w1
+    // and w2; scales 4-7 w3's low nibbles below the top two bits of w1's
+    // bytes, mins 4-7 its high nibbles below those of w2's.
+    let low6 = _mm256_set1_epi32(0x3f3f_3f3f);
+    let nib = _mm256_set1_epi32(0x0f0f_0f0f);
+    let top = _mm256_set1_epi32(0x3030_3030);
+    let s_lo = _mm256_and_si256(w1, low6);
+    let s_hi = _mm256_or_si256(
+        _mm256_and_si256(w3, nib),
+        _mm256_and_si256(_mm256_srli_epi32::<2>(w1), top),
+    );
+    let m_lo = _mm256_and_si256(w2, low6);
+    let m_hi = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32::<4>(w3), nib),
+        _mm256_and_si256(_mm256_srli_epi32::<2>(w2), top),
+    );
+    // Each row's eight scale bytes in a 64-bit lane: rows 0, 1 | 4, 5 and
+    // 2, 3 | 6, 7 interleaved, then the halves regrouped.
+    let s01 = _mm256_unpacklo_epi32(s_lo, s_hi);
+    let s23 = _mm256_unpackhi_epi32(s_lo, s_hi);
+    let scales = [
+        _mm256_permute2x128_si256::<0x20>(s01, s23),
+        _mm256_permute2x128_si256::<0x31>(s01, s23),
+    ];
+    // Mins `4h + 0` and `4h + 2` (then `4h + 1` and `4h + 3`) of each row
+    // as an `i16` pair, against the pairs of sums they multiply:
+    // `pairs` dword `4h + t` is `(bsums[8h + t], bsums[8h + 4 + t])`.
+    let bs: __m256i = bytemuck::cast(*bsums);
+    let pairs = _mm256_unpacklo_epi16(bs, _mm256_bsrli_epi128::<8>(bs));
+    let pair = |i: i32| _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(i));
+    let even = _mm256_set1_epi32(0x00ff_00ff);
+    let mut msums = _mm256_setzero_si256();
+    for (h, m) in [m_lo, m_hi].into_iter().enumerate() {
+        let (e, o) = (_mm256_and_si256(m, even), _mm256_srli_epi16::<8>(m));
+        let base = 4 * h as i32;
+        let terms = [(e, 0), (e, 1), (o, 2), (o, 3)];
+        for (v, t) in terms {
+            msums = _mm256_add_epi32(msums, _mm256_madd_epi16(v, pair(base + t)));
+        }
+    }
+    PackedHeads {
+        scales,
+        d,
+        dmin,
+        msums,
+    }
 }
 
 /// The mins of a Q4_K/Q5_K block (bytes 8-15 of the decoded scales and
