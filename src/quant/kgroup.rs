@@ -967,24 +967,22 @@ mod tests {
             let mut p5 = BlockQ5Kx8::zeroed();
             fill(bytemuck::bytes_of_mut(&mut p5));
             for lane in 0..8 {
-                let (want, got) = (
-                    K4Levels::q4_k(&p4.row(lane)),
-                    K4Levels::q4_k_packed(&p4, lane),
-                );
-                assert_eq!(
-                    bytemuck::bytes_of(&got),
-                    bytemuck::bytes_of(&want),
-                    "Q4_K lane {lane}"
-                );
-                let (want, got) = (
-                    K4Levels::q5_k(&p5.row(lane)),
-                    K4Levels::q5_k_packed(&p5, lane),
-                );
-                assert_eq!(
-                    bytemuck::bytes_of(&got),
-                    bytemuck::bytes_of(&want),
-                    "Q5_K lane {lane}"
-                );
+                let cases = [
+                    (
+                        "Q4_K",
+                        K4Levels::q4_k(&p4.row(lane)),
+                        K4Levels::q4_k_packed(&p4, lane),
+                    ),
+                    (
+                        "Q5_K",
+                        K4Levels::q5_k(&p5.row(lane)),
+                        K4Levels::q5_k_packed(&p5, lane),
+                    ),
+                ];
+                for (name, want, got) in cases {
+                    let (want, got) = (bytemuck::bytes_of(&want), bytemuck::bytes_of(&got));
+                    assert_eq!(got, want, "{name} lane {lane}");
+                }
             }
         }
     }
