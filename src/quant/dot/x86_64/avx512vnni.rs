@@ -1592,6 +1592,13 @@ const SPREAD_SCALE: [[i16; 32]; 4] = {
 const GATHER_SCALES: [i32; 16] = [0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29];
 const GATHER_MINS: [i32; 16] = [2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31];
 
+/// `vpshufb` pattern putting each 128-bit lane's even-indexed `i16`
+/// words in its low 64 bits and its odd-indexed ones in its high 64.
+const BSUM_HALVES: [u8; 32] = [
+    0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, //
+    0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+];
+
 /// `v[t]`'s 64-bit word `r` becomes word `t` of the result's `r`-th
 /// register: the transpose of an 8 x 8 matrix of 64-bit words (unpack
 /// pairs, then 128-bit lanes twice).
@@ -1731,9 +1738,8 @@ fn spread_scale(sc: &[__m512i; 2], j: usize) -> __m512i {
 /// the row's scale (see [`k4_chunk8`]). The block's integer sum and its mins' sum per row are exact, so
 /// they equal the single-row kernel's, and the f32 operations are the same
 /// ones in the same order, lane by lane. (The mins' sum reads the
-/// activation's stored `bsums` in pairs, as `i16`: exact for the sums of
-/// its values, which every quantized activation stores; hand-made blocks
-/// with other sums could wrap where the single-row kernel does not.)
+/// activation's stored `bsums` as they are, as the single-row kernel does,
+/// so a block whose stored sums are not its values' gets its bits too.)
 ///
 /// The loop over the blocks is this function's own, `load(b)` giving
 /// block `b`'s registers (and asking for the lines ahead): a block's
@@ -1768,22 +1774,43 @@ fn k4_rows8_dot<const FIFTH: bool>(
             _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(sc8)),
         ];
         // The mins' term: words `4r + j` of the mins times the activation's
-        // 32-column sums (`bsums` pairs, at most 4096 in magnitude).
+        // 32-column sums, each the sum of two stored 16-column `bsums`. The
+        // pair is not added in `i16` (stored sums need not be the values'
+        // and could wrap): one `vpmaddwd` meets the mins with the pairs'
+        // first halves, one with their second, each product exact in `i32`.
+        // Each 128-bit lane of the sums (sub-blocks 0-3, then 4-7) with
+        // the pairs' first halves in its low 64 bits and their second in
+        // its high 64, each 64 bits then broadcast to the eight rows' slots.
         let bs: __m256i = bytemuck::cast(xb.bsums);
-        let bs32 = _mm256_hadd_epi16(bs, bs);
+        let split = _mm256_shuffle_epi8(bs, bytemuck::cast(BSUM_HALVES));
+        let (s03, s47) = (
+            _mm256_castsi256_si128(split),
+            _mm256_extracti128_si256::<1>(split),
+        );
+        let first03 = _mm512_broadcastq_epi64(s03);
+        let second03 = _mm512_broadcastq_epi64(_mm_unpackhi_epi64(s03, s03));
+        let first47 = _mm512_broadcastq_epi64(s47);
+        let second47 = _mm512_broadcastq_epi64(_mm_unpackhi_epi64(s47, s47));
+        let (m03, m47) = (
+            _mm512_cvtepu8_epi16(_mm512_castsi512_si256(m8)),
+            _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(m8)),
+        );
         let mins = _mm512_add_epi32(
-            _mm512_madd_epi16(
-                _mm512_cvtepu8_epi16(_mm512_castsi512_si256(m8)),
-                _mm512_broadcastq_epi64(_mm256_castsi256_si128(bs32)),
+            _mm512_add_epi32(
+                _mm512_madd_epi16(m03, first03),
+                _mm512_madd_epi16(m03, second03),
             ),
-            _mm512_madd_epi16(
-                _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(m8)),
-                _mm512_broadcastq_epi64(_mm256_extracti128_si256::<1>(bs32)),
+            _mm512_add_epi32(
+                _mm512_madd_epi16(m47, first47),
+                _mm512_madd_epi16(m47, second47),
             ),
         );
-        // Fifth bits, transposed like the nibbles: word `u` of row `r`.
+        // The activation's values, eight columns to a word.
         let x8 = bytemuck::cast_ref::<_, [[u8; 8]; 32]>(&xb.qs);
-
+        // Chunk `c` (sub-blocks `2c` and `2c + 1`): words `4(c % 2)..` of
+        // half `c / 2`. Four calls, not a loop over `c`: as a loop the
+        // compiler kept it rolled, indexing the halves on the stack (Q5_K
+        // packed rows in L2 36 to 29 GB/s on an AMD Zen 4).
         let chunk =
             |t: &[__m512i; 8], k: usize| [t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]];
         let i0 = k4_chunk8::<FIFTH>(
