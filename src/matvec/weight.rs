@@ -916,7 +916,7 @@ fn q8_k_acts(xs: &QuantizedBatch) -> Cow<'_, [Q8KAct]> {
 /// Weight-row sets (of two rows) the Q8_0 GEMM of AVX-512 (and the Q8_0
 /// and Q4_0 GEMMs of AVX2, a row a set) unpacks before a pass over the
 /// batch; AVX-512's Q4_0 now runs [`gemm_rows16`], whose measurements are
-/// in the README. A pass reads every group of the batch (640 bytes
+/// in `BENCHMARKS.md`. A pass reads every group of the batch (640 bytes
 /// per 32 columns of eight rows: values, lane offsets, scales and pair
 /// offsets, about 20 KiB per group for a 1024-wide input), so with one set per pass the
 /// batch streams from L2 once per two weight rows; with eight sets, a

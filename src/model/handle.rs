@@ -244,10 +244,10 @@ impl Model {
 /// block at a time are a pattern the hardware prefetchers do not follow,
 /// and skip the kernel's transposes; a Q4_0 one's products get each
 /// block's eight rows' sums one per lane, with nothing to reduce (the
-/// README's Zen 4 section has the measurements). On an AMD EPYC (Zen 3)
+/// Zen 4 section of `BENCHMARKS.md` has the measurements). On an AMD EPYC (Zen 3)
 /// VM, AVX2, a Q4_K_M (Q5_K_M) file's Q4_K (Q5_K) products read eight
 /// packed rows with the rows in a register's lanes, and prefill unpacks
-/// each row's levels from the packed words (the README's Zen 3 section).
+/// each row's levels from the packed words (the Zen 3 section of `BENCHMARKS.md`).
 ///
 /// ```
 /// use inferno_cpu::gguf::GgufFile;
