@@ -3022,11 +3022,19 @@ mod tests {
                 let x = &ops[0].3[1];
                 let w4: [&[BlockQ4K]; 8] = core::array::from_fn(|r| &ops[r].0[..]);
                 let w5: [&[BlockQ5K]; 8] = core::array::from_fn(|r| &ops[r].1[..]);
-                let got4 = k.dot_q4_k_rows8(w4, x);
-                let got5 = k.dot_q5_k_rows8(w5, x);
-                for r in 0..8 {
-                    prop_assert!(same(got4[r], k.dot_q4_k(w4[r], x)), "{:?} q4_k row {}", kernel, r);
-                    prop_assert!(same(got5[r], k.dot_q5_k(w5[r], x)), "{:?} q5_k row {}", kernel, r);
+                // The same values with stored sums taken from raw bytes,
+                // not the values' own: every form reads the sums as stored.
+                let mut raw_sums = x.clone();
+                for (b, xb) in raw_sums.iter_mut().enumerate() {
+                    xb.bsums = bytemuck::pod_read_unaligned(&xraw[b * 292 + 260..b * 292 + 292]);
+                }
+                for x in [x, &raw_sums] {
+                    let got4 = k.dot_q4_k_rows8(w4, x);
+                    let got5 = k.dot_q5_k_rows8(w5, x);
+                    for r in 0..8 {
+                        prop_assert!(same(got4[r], k.dot_q4_k(w4[r], x)), "{:?} q4_k row {}", kernel, r);
+                        prop_assert!(same(got5[r], k.dot_q5_k(w5[r], x)), "{:?} q5_k row {}", kernel, r);
+                    }
                 }
                 if nb > 0 {
                     let (mut bad4, mut bad5) = (w4, w5);
