@@ -373,7 +373,7 @@ fn q6_lanes(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
 }
 
 /// Lanes that sum to what [`q6_lanes`]' lanes sum to when `xb.bsums` holds
-/// the sums of its values (see `k_prep_256!`'s `q6_lanes_summed`): one
+/// the sums of its values (see `k_prep_256!`'s `q6_summed`): one
 /// `vpmaddubsw` per two steps, the offset off once per block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
@@ -387,6 +387,15 @@ fn q6_lanes_summed(p: &Q6Prep, xb: &BlockQ8K) -> __m256i {
     let bsums: __m256i = bytemuck::cast(xb.bsums);
     let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, p.sc16));
     _mm256_sub_epi32(fold(sum4(m)), offset)
+}
+
+/// `(q6_lanes_summed(&p, xb), p.d)` with `p = q6_k_prep(wb)` (see
+/// `k_prep_256!`'s `q6_summed`): with 32 registers the prep stays in them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q6_summed(wb: &BlockQ6K, xb: &BlockQ8K) -> (__m256i, f32) {
+    let p = q6_k_prep(wb);
+    (q6_lanes_summed(&p, xb), p.d)
 }
 
 /// `[k4_lanes(p, x[0]), ..]`: with 32 registers the whole prep stays in
