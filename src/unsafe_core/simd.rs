@@ -334,6 +334,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn argmax(self, x: &[f32]) -> u32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/sample.rs::tests::argmax_equals_one_running_maximum
+            unsafe { avx2::argmax(x) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16_x2(
             self,
             out: [&mut [f32]; 2],
@@ -427,6 +434,14 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/quant/dot/mod.rs::softmax_kernels_are_the_portable_softmax
             unsafe { avx512vnni::softmax(x) }
+        }
+
+        #[inline]
+        pub(crate) fn argmax(self, x: &[f32]) -> u32 {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/sample.rs::tests::argmax_equals_one_running_maximum
+            unsafe { avx512vnni::argmax(x) }
         }
 
         #[inline]

@@ -1748,6 +1748,21 @@ impl Dispatch {
         }
     }
 
+    /// `sample::argmax_lanes(x)`: the x86 kernels run the portable code
+    /// compiled for their vector width.
+    #[inline]
+    pub(crate) fn argmax(self, x: &[f32]) -> u32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.argmax(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.argmax(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().argmax(x),
+            _ => crate::sample::argmax_lanes(x),
+        }
+    }
+
     /// `weighted_sum_f16` of two weight vectors over the same rows, bit for
     /// bit (the x86 kernels widen each row once for both).
     #[inline]

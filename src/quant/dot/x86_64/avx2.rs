@@ -401,6 +401,12 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `sample::argmax_lanes` compiled for AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn argmax(x: &[f32]) -> u32 {
+    crate::sample::argmax_lanes(x)
+}
+
 /// The end of [`dot_f16_x2`] (and of the 512-bit form, which hands over its
 /// accumulators split into these four): each query's last chunks of eight
 /// and single values after the whole chunks of 32, then its sum.

@@ -636,6 +636,13 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `sample::argmax_lanes` compiled for AVX-512: its sixteen lanes one
+/// register.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn argmax(x: &[f32]) -> u32 {
+    crate::sample::argmax_lanes(x)
+}
+
 /// `avx2::weighted_sum_f16_x2` at 512 bits, bit for bit (NaN payloads
 /// aside: which of two NaN operands an add keeps is the compiler's
 /// choice, as for every kernel here): every output lane
