@@ -33,21 +33,32 @@ pub(crate) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
 }
 
 fn rms_scale(x: &[f32], eps: f32) -> f32 {
-    let sum = sum_f64(x.iter().map(|&v| v * v));
+    let sum = sum_f64(x, |v| v * v);
     let mean = (sum / x.len().max(1) as f64) as f32;
     1.0 / (mean + eps).sqrt()
 }
 
-/// The sum of `values` in `f64`: eight running sums, lane `i` taking the
-/// values at `i` mod 8, then added as a fixed tree. One running sum made a
-/// chain of dependent adds as long as the slice: 6% of decode attention's
-/// time after a long prompt (the softmax's normalizer), and most of the
-/// QK-norm's (a sum of squares per head) on a Zen 5 core.
+/// The sum of `f(v)` over the values `v` of `x` in `f64`: eight running
+/// sums, lane `i` taking the values at `i` mod 8, then added as a fixed
+/// tree. One running sum made a chain of dependent adds as long as the
+/// slice: 6% of decode attention's time after a long prompt (the softmax's
+/// normalizer), and most of the QK-norm's (a sum of squares per head) on a
+/// Zen 5 core. The lanes are a register array stepped eight values at a
+/// time: indexed by the value's position mod 8, the compiler kept them on
+/// the stack, each step a store the next one waited for (on an AMD Zen 4
+/// core the decode step's norms took 0.094 ms and the QK-norm, RoPE and
+/// cache writes 0.25 ms per token so, `inferno bench --trace`).
 #[inline(always)]
-fn sum_f64(values: impl Iterator<Item = f32>) -> f64 {
+fn sum_f64(x: &[f32], f: impl Fn(f32) -> f32) -> f64 {
+    let (chunks, rest) = x.as_chunks::<8>();
     let mut lanes = [0.0f64; 8];
-    for (i, v) in values.enumerate() {
-        lanes[i % 8] += f64::from(v);
+    for chunk in chunks {
+        for (l, &v) in lanes.iter_mut().zip(chunk) {
+            *l += f64::from(f(v));
+        }
+    }
+    for (l, &v) in lanes.iter_mut().zip(rest) {
+        *l += f64::from(f(v));
     }
     let [a, b, c, d, e, f, g, h] = lanes;
     ((a + e) + (c + g)) + ((b + f) + (d + h))
@@ -208,7 +219,7 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     for v in x.iter_mut() {
         *v = exp(*v - max);
     }
-    let sum = sum_f64(x.iter().copied());
+    let sum = sum_f64(x, |v| v);
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
         *v *= inv;
