@@ -25,7 +25,7 @@ use std::ops::Range;
 use half::f16;
 
 use super::kv_cache::try_filled;
-use super::ops::{exp, round_f16};
+use super::ops::exp;
 use super::ModelError;
 use crate::quant::dot::{Dispatch, KV_PREFETCH_ROWS};
 use crate::unsafe_core::prefetch::prefetch_read;
@@ -118,7 +118,7 @@ impl Scores {
 /// its parts read them.
 pub(crate) fn prepare_queries(job: &HeadJob<'_>, q: &mut [f32]) {
     if job.round {
-        round_f16(q);
+        job.dot.round_f16(q);
     }
 }
 
@@ -223,7 +223,7 @@ fn softmax_part(job: &HeadJob<'_>, s: &mut [f32], p: &mut Partial, n: usize) {
         let sh = &mut sh[..n];
         (p.max[h], p.sum[h]) = job.dot.softmax(sh);
         if job.round {
-            round_f16(sh);
+            job.dot.round_f16(sh);
         }
     }
 }

@@ -243,19 +243,24 @@ impl KvCache {
     }
 
     /// Stores `k` and `v` (`kv_heads * head_dim` values each, head after
-    /// head) for `layer` at `pos`.
-    pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+    /// head) for `layer` at `pos`, an `f16` cache's values rounded by
+    /// `dot`'s conversion (the same values from every kernel).
+    pub(crate) fn store(
+        &mut self,
+        dot: crate::quant::dot::Dispatch,
+        layer: usize,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) {
         let hd = self.head_dim;
         for (h, (kh, vh)) in k.chunks_exact(hd).zip(v.chunks_exact(hd)).enumerate() {
             let at = ((layer * self.kv_heads + h) * self.capacity + pos) * hd;
             let range = at..at + hd;
             match &mut self.store {
                 Store::F16 { k: ks, v: vs } => {
-                    half::slice::HalfFloatSliceExt::convert_from_f32_slice(
-                        &mut ks[range.clone()],
-                        kh,
-                    );
-                    half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut vs[range], vh);
+                    dot.to_f16(kh, &mut ks[range.clone()]);
+                    dot.to_f16(vh, &mut vs[range]);
                 }
                 Store::F32 { k: ks, v: vs } => {
                     ks[range.clone()].copy_from_slice(kh);

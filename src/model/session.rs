@@ -670,7 +670,7 @@ impl<B: Backend> Core<B> {
             norm_rope(q, qd, &lw.q_norm);
             norm_rope(k, kvd, &lw.k_norm);
             for (i, (kr, vr)) in k.chunks_exact(kvd).zip(v.chunks_exact(kvd)).enumerate() {
-                self.cache.store(l, p0 + i, kr, vr);
+                self.cache.store(dot, l, p0 + i, kr, vr);
             }
             lap.lap(Op::QkNormRope);
             let (kc, vc) = self.cache.layer(l, p0 + m);

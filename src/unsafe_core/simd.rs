@@ -341,6 +341,20 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn round_f16(self, x: &mut [f32]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::f16_conversions_are_the_portable_ones
+            unsafe { avx2::round_f16(x) }
+        }
+
+        #[inline]
+        pub(crate) fn to_f16(self, src: &[f32], dst: &mut [f16]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::f16_conversions_are_the_portable_ones
+            unsafe { avx2::to_f16(src, dst) }
+        }
+
+        #[inline]
         pub(crate) fn weighted_sum_f16_x2(
             self,
             out: [&mut [f32]; 2],
@@ -442,6 +456,14 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/sample.rs::tests::argmax_equals_one_running_maximum
             unsafe { avx512vnni::argmax(x) }
+        }
+
+        #[inline]
+        pub(crate) fn round_f16(self, x: &mut [f32]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::f16_conversions_are_the_portable_ones
+            unsafe { avx512vnni::round_f16(x) }
         }
 
         #[inline]

@@ -1748,6 +1748,42 @@ impl Dispatch {
         }
     }
 
+    /// `model::ops::round_f16(x)`, the same values: the x86 kernels convert
+    /// eight or sixteen values an instruction (F16C, AVX-512), where the
+    /// portable code goes through `half`'s slice conversions, a call per
+    /// eight values. Attention rounds its queries and weights so.
+    #[inline]
+    pub(crate) fn round_f16(self, x: &mut [f32]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.round_f16(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.round_f16(x),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().round_f16(x),
+            _ => crate::model::ops::round_f16(x),
+        }
+    }
+
+    /// `dst[i] = f16::from_f32(src[i])` for the shorter of the two (the
+    /// `f16` cache's writes), the x86 kernels eight values an instruction.
+    #[inline]
+    pub(crate) fn to_f16(self, src: &[f32], dst: &mut [f16]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.to_f16(src, dst),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.avx2().to_f16(src, dst),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().to_f16(src, dst),
+            _ => {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = f16::from_f32(s);
+                }
+            }
+        }
+    }
+
     /// `sample::argmax_lanes(x)`: the x86 kernels run the portable code
     /// compiled for their vector width.
     #[inline]
@@ -2443,11 +2479,57 @@ mod tests {
         }
     }
 
+    /// Every kernel's `round_f16` and `to_f16` are the portable ones, bit
+    /// for bit (NaN payloads aside), over lengths with and without a
+    /// remainder of eight and sixteen, values past `f16`'s range, at its
+    /// rounding boundaries and subnormals, infinities, NaN and zeros of
+    /// both signs; `to_f16` writes nothing past the shorter slice.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn f16_conversions_are_the_portable_ones() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            8 => -70000.0f32..70000.0,
+            2 => -1.0f32..1.0,
+            1 => prop::sample::select(vec![
+                f32::NEG_INFINITY, f32::INFINITY, f32::NAN, 65504.0, 65520.0, 65519.99,
+                6.0e-8, 3.0e-8, 2.9e-8, -0.0, 0.0, 1.0 + f32::powi(2.0, -11),
+            ]),
+        ];
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|(x in prop::collection::vec(value.clone(), 0..70))| {
+                let (mut got, mut want) = (x.clone(), x.clone());
+                d.round_f16(&mut got);
+                crate::model::ops::round_f16(&mut want);
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    prop_assert!(same(g, w), "{:?} round_f16 {}: {} vs {}", kernel, x[i], g, w);
+                }
+                let mut h = vec![f16::ZERO; x.len() + 1];
+                d.to_f16(&x, &mut h);
+                for (i, (&g, &v)) in h.iter().zip(&x).enumerate() {
+                    let w = f16::from_f32(v);
+                    prop_assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{:?} to_f16 {}: {} vs {}", kernel, x[i], g, w);
+                }
+                prop_assert_eq!(h[x.len()], f16::ZERO);
+            });
+        }
+    }
+
     /// Every kernel's softmax is the portable one, bit for bit (the
     /// scaled values, the largest value and the normalizer), over lengths
     /// with and without a remainder of eight and sixteen and scores that
     /// include infinities, NaN, values past `exp`'s range and zeros of
     /// both signs.
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
     #[cfg_attr(
         miri,
         ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"

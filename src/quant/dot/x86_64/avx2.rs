@@ -401,6 +401,36 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `model::ops::round_f16(x)`, the same values: eight at a time through
+/// F16C's conversions (`vcvtps2ph` rounding to nearest even, then
+/// `vcvtph2ps`), the rest as the portable code does them.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn round_f16(x: &mut [f32]) {
+    let (chunks, rest) = x.as_chunks_mut::<8>();
+    for c in chunks {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(bytemuck::cast(*c));
+        *c = bytemuck::cast(_mm256_cvtph_ps(h));
+    }
+    crate::model::ops::round_f16(rest);
+}
+
+/// `dst[i] = f16::from_f32(src[i])` (round to nearest even) for the
+/// shorter of the two, eight at a time through `vcvtps2ph`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn to_f16(src: &[f32], dst: &mut [f16]) {
+    let n = src.len().min(dst.len());
+    let (s8, s_rest) = src[..n].as_chunks::<8>();
+    let (d8, d_rest) = dst[..n].as_chunks_mut::<8>();
+    for (s, d) in s8.iter().zip(d8) {
+        *d = bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(
+            bytemuck::cast(*s),
+        ));
+    }
+    for (s, d) in s_rest.iter().zip(d_rest) {
+        *d = f16::from_f32(*s);
+    }
+}
+
 /// `sample::argmax_lanes` compiled for AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn argmax(x: &[f32]) -> u32 {

@@ -636,6 +636,19 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `model::ops::round_f16(x)`, the same values: sixteen at a time
+/// (`vcvtps2ph` rounding to nearest even, then `vcvtph2ps`), the rest by
+/// AVX2's.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn round_f16(x: &mut [f32]) {
+    let (chunks, rest) = x.as_chunks_mut::<16>();
+    for c in chunks {
+        let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(bytemuck::cast(*c));
+        *c = bytemuck::cast(_mm512_cvtph_ps(h));
+    }
+    super::avx2::round_f16(rest);
+}
+
 /// `sample::argmax_lanes` compiled for AVX-512: its sixteen lanes one
 /// register.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
