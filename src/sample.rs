@@ -260,8 +260,27 @@ mod tests {
             1 => Just(i8::MAX),
             1 => Just(0i8),
         ];
-        proptest!(ProptestConfig::with_cases(512), |(codes in prop::collection::vec(value, 0..80))| {
-            let v: Vec<f32> = codes
+        // Or only values from a few specials and negatives, so that long
+        // runs without a positive value (where every lane's maximum stays
+        // negative or a zero of either sign) come up too.
+        const SPECIAL: [f32; 9] = [
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+            0.0,
+            -1.0,
+            -2.0,
+            f32::MIN,
+            -1.0e-45,
+            1.0e-45,
+        ];
+        let specials = prop::sample::subsequence((0..SPECIAL.len()).collect::<Vec<_>>(), 1..=4)
+            .prop_flat_map(|pick| {
+                prop::collection::vec(prop::sample::select(pick), 0..100)
+                    .prop_map(|idx| idx.into_iter().map(|i| SPECIAL[i]).collect::<Vec<f32>>())
+            });
+        let codes = prop::collection::vec(value, 0..80).prop_map(|codes| {
+            codes
                 .iter()
                 .map(|&c| match c {
                     i8::MIN => f32::NAN,
@@ -271,7 +290,9 @@ mod tests {
                     -3 => f32::NEG_INFINITY,
                     c => f32::from(c),
                 })
-                .collect();
+                .collect::<Vec<f32>>()
+        });
+        proptest!(ProptestConfig::with_cases(1024), |(v in prop_oneof![codes, specials])| {
             prop_assert_eq!(argmax(&v), argmax_plain(&v), "{:?}", v);
             for kernel in crate::quant::Kernel::ALL {
                 let Some(d) = kernel.dispatch() else { continue };
