@@ -166,7 +166,7 @@ impl Sampler {
 /// takes at each step, and what [`Sampler::sample`] returns when it
 /// samples greedily; also re-exported as `inferno_cpu::model::argmax`.
 ///
-/// The selected kernel runs [`argmax_lanes`] compiled for its vector
+/// The selected kernel runs `argmax_lanes` compiled for its vector
 /// width: one running maximum is a chain of dependent compares, 0.13 ms per
 /// token over Qwen3's 151,936 logits on an AMD Zen 4 core (`inferno bench
 /// --trace`'s `sample`), about 1% of a decode step.
