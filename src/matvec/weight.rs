@@ -781,7 +781,14 @@ fn rows16_step<G: Rows16Gemm, const T: usize>(
         core::array::from_fn(|t| &acts[(i + t) * nb..(i + t + 1) * nb]),
     );
     for (seg, yt) in segs[i..i + T].iter_mut().zip(&y) {
-        seg[cols.clone()].copy_from_slice(&yt[..cols.len()]);
+        let dst = &mut seg[cols.clone()];
+        // A whole tile's sixteen values as one fixed-size copy: a slice
+        // copy of a length known only at run time was a C library call
+        // per token, 1-2% of a prefill.
+        match <&mut [f32; ROWS16]>::try_from(&mut *dst) {
+            Ok(d) => *d = *yt,
+            Err(_) => dst.copy_from_slice(&yt[..dst.len()]),
+        }
     }
     T
 }

@@ -533,6 +533,9 @@ fn scores_f16_n<const Q: usize>(q: [&[f32]; Q], k: &[f16], scale: f32, mut out: 
     let q = super::avx2::score_chunks(q, k.len(), out.each_ref().map(|o| o.len()));
     let sc = _mm512_set1_ps(scale);
     let mut t = 0;
+    if q[0].len() == HEAD128_CHUNKS {
+        t = scores128(q, k, sc, &mut out);
+    }
     while t < n {
         let m = (n - t).min(16);
         let quad = |at| scores_quad(k, q, at, t + m);
@@ -546,6 +549,96 @@ fn scores_f16_n<const Q: usize>(q: [&[f32]; Q], k: &[f16], scale: f32, mut out: 
         }
         t += m;
     }
+}
+
+/// Chunks of 32 values in a 128-wide head, Qwen3's width.
+const HEAD128_CHUNKS: usize = 4;
+
+/// The whole groups of sixteen rows of [`scores_f16_n`] for 128-wide
+/// heads, into `out`; returns the rows done. Each row's lanes and their
+/// folds are [`scores_quad`]'s, operation for operation, so the same
+/// bits; what differs is the code around them: the queries copied once
+/// into registers' worth of stack the loop addresses from one base, the
+/// rows as fixed-size arrays and the chunk loop unrolled, where the
+/// general loop spent three times the FMAs' own time on bounds checks,
+/// reloaded pointers and results passed through memory.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn scores128<const Q: usize>(
+    q: [&[[f32; 32]]; Q],
+    k: &[f16],
+    sc: __m512,
+    out: &mut [&mut [f32]; Q],
+) -> usize {
+    let n = out[0].len();
+    let whole = n - n % 16;
+    // Closures (`array::from_fn`, `map`) are avoided here: they do not
+    // inherit the target features, so what they call does not inline.
+    let mut qv = [[_mm512_setzero_ps(); 8]; Q];
+    for (v, qh) in qv.iter_mut().zip(q) {
+        for (pair, chunk) in v.chunks_exact_mut(2).zip(qh) {
+            let halves: [__m512; 2] = bytemuck::cast(*chunk);
+            pair.copy_from_slice(&halves);
+        }
+    }
+    let (rows, _) = k[..whole * 128].as_chunks::<128>();
+    for (g, group) in rows.chunks_exact(16).enumerate() {
+        let u0 = quad128(&group[0..4], &qv);
+        let u1 = quad128(&group[4..8], &qv);
+        let mut low = [_mm512_setzero_ps(); Q];
+        for h in 0..Q {
+            low[h] = fold_lanes(u0[h], u1[h]);
+        }
+        let u2 = quad128(&group[8..12], &qv);
+        let u3 = quad128(&group[12..16], &qv);
+        for (h, o) in out.iter_mut().enumerate() {
+            let s = fold_lanes(low[h], fold_lanes(u2[h], u3[h]));
+            let vals: [f32; 16] = bytemuck::cast(_mm512_mul_ps(s, sc));
+            o[16 * g..16 * g + 16].copy_from_slice(&vals);
+        }
+    }
+    whole
+}
+
+/// Four 128-wide key rows folded as [`scores_quad`] folds them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn quad128<const Q: usize>(rows: &[[f16; 128]], q: &[[__m512; 8]; Q]) -> [__m512; Q] {
+    let r0 = row128(&rows[0], q);
+    let r1 = row128(&rows[1], q);
+    let r2 = row128(&rows[2], q);
+    let r3 = row128(&rows[3], q);
+    let mut u = [_mm512_setzero_ps(); Q];
+    for h in 0..Q {
+        u[h] = fold_quads(fold_pairs(r0[h], r1[h]), fold_pairs(r2[h], r3[h]));
+    }
+    u
+}
+
+/// [`row_dots`] of a 128-wide key row against queries held as registers:
+/// the same two accumulators per query over the same chunks in the same
+/// order, then their sum. Asks for the row
+/// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn row128<const Q: usize>(row: &[f16; 128], q: &[[__m512; 8]; Q]) -> [__m512; Q] {
+    super::kv_row_hint(row, 0, 256, 256);
+    let kv: [__m256i; 8] = bytemuck::cast(*row);
+    let zero = _mm512_setzero_ps();
+    let mut a = [[zero; 2]; Q];
+    for c in 0..HEAD128_CHUNKS {
+        for i in 0..2 {
+            let w = _mm512_cvtph_ps(kv[2 * c + i]);
+            for (ah, qh) in a.iter_mut().zip(q) {
+                ah[i] = _mm512_fmadd_ps(qh[2 * c + i], w, ah[i]);
+            }
+        }
+    }
+    let mut r = [zero; Q];
+    for (rh, ah) in r.iter_mut().zip(a) {
+        *rh = _mm512_add_ps(ah[0], ah[1]);
+    }
+    r
 }
 
 /// Positions `at..at + 4` of [`scores_f16_x2`] (those before `end`; the
@@ -1341,9 +1434,29 @@ pub(crate) fn gemm_q4_0_rows16<const T: usize>(
     for xt in x {
         assert_eq!(xt.len(), w.len(), "GEMM: block counts differ");
     }
+    let a0 = q4_0_rows16_pass(w, x, 0);
+    let a1 = q4_0_rows16_pass(w, x, 1);
+    let a2 = q4_0_rows16_pass(w, x, 2);
+    let a3 = q4_0_rows16_pass(w, x, 3);
+    let mut out = [[0.0f32; ROWS16]; T];
+    for (t, o) in out.iter_mut().enumerate() {
+        *o = bytemuck::cast(_mm512_add_ps(
+            _mm512_add_ps(a0[t], a1[t]),
+            _mm512_add_ps(a2[t], a3[t]),
+        ));
+    }
+    out
+}
+
+/// One of [`gemm_q4_0_rows16`]'s four running sums per batch row: blocks
+/// `j, j + 4, ..` in order. (Four calls and their sums, rather than one
+/// array of four sums per row filled in a loop, which the compiler zeroed
+/// through a C library call first.)
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn q4_0_rows16_pass<const T: usize>(w: &[Q4_0Rows16], x: [&[Q4_0Act]; T], j: usize) -> [__m512; T] {
     let low4 = _mm512_set1_epi8(0x0f);
-    let mut part = [[_mm512_setzero_ps(); 4]; T];
-    for j in 0..4 {
+    {
         let mut acc = [_mm512_setzero_ps(); T];
         for b in (j..w.len()).step_by(4) {
             let wb = &w[b];
@@ -1364,16 +1477,8 @@ pub(crate) fn gemm_q4_0_rows16<const T: usize>(
                 acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
             }
         }
-        for (p, a) in part.iter_mut().zip(acc) {
-            p[j] = a;
-        }
+        acc
     }
-    part.map(|a| {
-        bytemuck::cast(_mm512_add_ps(
-            _mm512_add_ps(a[0], a[1]),
-            _mm512_add_ps(a[2], a[3]),
-        ))
-    })
 }
 
 /// The sums of a register's `i32` lane pairs `(2a, 2a + 1)`, as eight
