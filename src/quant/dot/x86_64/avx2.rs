@@ -1403,14 +1403,18 @@ pub(crate) fn gemm_q6_4x8(w: [&[Q6Levels]; 4], x: &[Q8KGroup]) -> [[f32; GROUP_R
         let dx: __m256 = bytemuck::cast(g.d);
         for r in 0..4 {
             let sc: [i64; 4] = bytemuck::cast(wb[r].sc16);
-            let total = [0, 1].map(|h| {
+            // A loop, not `[0, 1].map`: the closure was compiled apart,
+            // without the target features, and called (a tenth of a Q6_K
+            // prefill's time on one thread).
+            let mut total = [_mm256_setzero_si256(); 2];
+            for (h, th) in total.iter_mut().enumerate() {
                 let mut off = _mm256_setzero_si256();
                 for (t, &s) in sc.iter().enumerate() {
                     let p = _mm256_madd_epi16(half_sums(&g.bs16[t], h), _mm256_set1_epi64x(s));
                     off = _mm256_add_epi32(off, p);
                 }
-                _mm256_sub_epi32(isum[h][r], _mm256_slli_epi32::<5>(off))
-            });
+                *th = _mm256_sub_epi32(isum[h][r], _mm256_slli_epi32::<5>(off));
+            }
             let d = _mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx);
             let ints = _mm256_cvtepi32_ps(pair_sums8(total[0], total[1]));
             acc[r] = _mm256_fmadd_ps(d, ints, acc[r]);

@@ -403,14 +403,24 @@ fn q6_summed(wb: &BlockQ6K, xb: &BlockQ8K) -> (__m256i, f32) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn k4_lanes_n<const N: usize>(p: &K4Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
-    x.map(|xb| k4_lanes(p, xb))
+    // A loop, not `x.map`: the closure would be compiled apart, without
+    // the target features, and called per activation row.
+    let mut lanes = [_mm256_setzero_si256(); N];
+    for (l, xb) in lanes.iter_mut().zip(x) {
+        *l = k4_lanes(p, xb);
+    }
+    lanes
 }
 
 /// `[q6_lanes(p, x[0]), ..]`, as [`k4_lanes_n`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn q6_lanes_n<const N: usize>(p: &Q6Prep, x: [&BlockQ8K; N]) -> [__m256i; N] {
-    x.map(|xb| q6_lanes(p, xb))
+    let mut lanes = [_mm256_setzero_si256(); N];
+    for (l, xb) in lanes.iter_mut().zip(x) {
+        *l = q6_lanes(p, xb);
+    }
+    lanes
 }
 
 k_kernels!("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni");
