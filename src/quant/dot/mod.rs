@@ -143,6 +143,7 @@ pub(crate) const KV_PREFETCH_ROWS: usize = 32;
 /// (`inferno bench --trace`, alternated runs); 96 rows measured as 64, and
 /// asking for the first rows of the next head or of the values before
 /// they were read gained nothing.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const KV_PREFETCH_ROWS_L2: usize = 64;
 
 /// Where and how far ahead a decode product that computes its rows one
