@@ -1466,29 +1466,27 @@ pub(crate) fn gemm_q4_0_rows16<const T: usize>(
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn q4_0_rows16_pass<const T: usize>(w: &[Q4_0Rows16], x: [&[Q4_0Act]; T], j: usize) -> [__m512; T] {
     let low4 = _mm512_set1_epi8(0x0f);
-    {
-        let mut acc = [_mm512_setzero_ps(); T];
-        for b in (j..w.len()).step_by(4) {
-            let wb = &w[b];
-            let q: [__m512i; 4] = bytemuck::cast(wb.qs);
-            let lo = q.map(|v| _mm512_and_si512(v, low4));
-            let hi = q.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low4));
-            let d_w: __m512 = bytemuck::cast(wb.d);
-            for t in 0..T {
-                let xb = &x[t][b];
-                let (xq, _) = xb.qs.as_chunks::<4>();
-                let four = |p: usize| _mm512_set1_epi32(i32::from_le_bytes(xq[p].map(|v| v as u8)));
-                let mut s = _mm512_set1_epi32(xb.off);
-                for p in 0..4 {
-                    s = _mm512_dpbusd_epi32(s, lo[p], four(p));
-                    s = _mm512_dpbusd_epi32(s, hi[p], four(p + 4));
-                }
-                let d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb.d));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
+    let mut acc = [_mm512_setzero_ps(); T];
+    for b in (j..w.len()).step_by(4) {
+        let wb = &w[b];
+        let q: [__m512i; 4] = bytemuck::cast(wb.qs);
+        let lo = q.map(|v| _mm512_and_si512(v, low4));
+        let hi = q.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low4));
+        let d_w: __m512 = bytemuck::cast(wb.d);
+        for t in 0..T {
+            let xb = &x[t][b];
+            let (xq, _) = xb.qs.as_chunks::<4>();
+            let four = |p: usize| _mm512_set1_epi32(i32::from_le_bytes(xq[p].map(|v| v as u8)));
+            let mut s = _mm512_set1_epi32(xb.off);
+            for p in 0..4 {
+                s = _mm512_dpbusd_epi32(s, lo[p], four(p));
+                s = _mm512_dpbusd_epi32(s, hi[p], four(p + 4));
             }
+            let d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb.d));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
         }
-        acc
     }
+    acc
 }
 
 /// The sums of a register's `i32` lane pairs `(2a, 2a + 1)`, as eight
