@@ -2480,6 +2480,57 @@ mod tests {
         }
     }
 
+    /// AVX-512's straight-line scores of 128-wide heads (`scores128`, its
+    /// whole groups of sixteen rows) are its general loop's, bit for bit:
+    /// two and four queries, from no row to three groups of sixteen and a
+    /// part of one.
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn avx512_scores128_equal_the_general_loop() {
+        use proptest::prelude::*;
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(d) = Kernel::Avx512Vnni.dispatch() else {
+            eprintln!("avx512_scores128_equal_the_general_loop: the CPU lacks AVX-512 VNNI");
+            return;
+        };
+        let hd = 128;
+        let case = (0usize..60).prop_flat_map(move |n| {
+            let vals = prop::collection::vec(-300.0f32..300.0, n * hd);
+            let q = prop::collection::vec(-4.0f32..4.0, 4 * hd);
+            (Just(n), vals, q)
+        });
+        let run = |general: bool, k: &[f16], q: &[f32], n: usize| {
+            x86_64::GENERAL_SCORES_IN_TESTS.store(general, Relaxed);
+            let mut two = vec![vec![0.0f32; n]; 2];
+            let [a, b] = &mut two[..] else { unreachable!() };
+            d.scores_f16_x2([&q[..hd], &q[hd..2 * hd]], k, 0.125, [a, b]);
+            let mut four = vec![vec![0.0f32; n]; 4];
+            let [a, b, c, e] = &mut four[..] else {
+                unreachable!()
+            };
+            let qs: Vec<&[f32]> = q.chunks_exact(hd).collect();
+            d.scores_f16_x4([qs[0], qs[1], qs[2], qs[3]], k, 0.125, [a, b, c, e]);
+            x86_64::GENERAL_SCORES_IN_TESTS.store(false, Relaxed);
+            (two, four)
+        };
+        let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
+            v.iter()
+                .map(|r| r.iter().map(|x| x.to_bits()).collect())
+                .collect()
+        };
+        proptest!(|((n, vals, q) in case)| {
+            let k: Vec<f16> = vals.iter().map(|&v| f16::from_f32(v)).collect();
+            let (two, four) = run(false, &k, &q, n);
+            let (two_g, four_g) = run(true, &k, &q, n);
+            prop_assert_eq!(bits(&two), bits(&two_g), "two queries, {} rows", n);
+            prop_assert_eq!(bits(&four), bits(&four_g), "four queries, {} rows", n);
+        });
+    }
+
     /// Every kernel's `round_f16` and `to_f16` are the portable ones, bit
     /// for bit (NaN payloads aside), over lengths with and without a
     /// remainder of eight and sixteen, values past `f16`'s range, at its

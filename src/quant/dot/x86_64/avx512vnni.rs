@@ -543,7 +543,7 @@ fn scores_f16_n<const Q: usize>(q: [&[f32]; Q], k: &[f16], scale: f32, mut out: 
     let q = super::avx2::score_chunks(q, k.len(), out.each_ref().map(|o| o.len()));
     let sc = _mm512_set1_ps(scale);
     let mut t = 0;
-    if q[0].len() == HEAD128_CHUNKS {
+    if q[0].len() == HEAD128_CHUNKS && !super::general_scores() {
         t = scores128(q, k, sc, &mut out);
     }
     while t < n {

@@ -78,6 +78,24 @@ pub(crate) fn weights_to_l2() -> bool {
     })
 }
 
+/// Tests' switch that sends 128-wide attention scores through the AVX-512
+/// kernel's general loop (`avx512vnni::scores_f16_n`) instead of its
+/// straight-line form, so that one test can compare the two. Both give
+/// the same bits, so tests running beside one that sets it are
+/// unaffected.
+#[cfg(test)]
+pub(crate) static GENERAL_SCORES_IN_TESTS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether [`GENERAL_SCORES_IN_TESTS`] is set (never, outside tests).
+#[inline]
+pub(crate) fn general_scores() -> bool {
+    #[cfg(test)]
+    return GENERAL_SCORES_IN_TESTS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
+}
+
 /// Tests' choice for [`weights_to_l2`], so that one machine runs both
 /// kinds of hint loop: 0 the CPU's own, 1 L1 hints, 2 L2 hints. The hints
 /// never change a result, so tests running beside one that sets it are
