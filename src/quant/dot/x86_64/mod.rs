@@ -87,7 +87,8 @@ pub(crate) fn weights_to_l2() -> bool {
 pub(crate) static GENERAL_SCORES_IN_TESTS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Whether [`GENERAL_SCORES_IN_TESTS`] is set (never, outside tests).
+/// Whether the tests-only `GENERAL_SCORES_IN_TESTS` is set (never,
+/// outside tests).
 #[inline]
 pub(crate) fn general_scores() -> bool {
     #[cfg(test)]
