@@ -197,11 +197,35 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn gemm_b32s_2x8(
+            self,
+            w: [&[B32Signed]; 2],
+            x: &[Q8Group],
+        ) -> [[f32; GROUP_ROWS]; 2] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features this kernel enables.
+            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            unsafe { avx2::gemm_b32s_2x8(w, x) }
+        }
+
+        #[inline]
         pub(crate) fn gemm_q4_0_1x8(self, w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
             // features this kernel enables.
             // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
             unsafe { avx2::gemm_q4_0_1x8(w, x) }
+        }
+
+        #[inline]
+        pub(crate) fn gemm_q4_0_4x8(
+            self,
+            w: [&[B32Levels]; 4],
+            x: &[Q8Group],
+        ) -> [[f32; GROUP_ROWS]; 4] {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c, the
+            // features this kernel enables.
+            // Checked by: src/quant/dot/mod.rs::b32_gemm_equals_the_reference_and_the_dots
+            unsafe { avx2::gemm_q4_0_4x8(w, x) }
         }
 
         #[inline]

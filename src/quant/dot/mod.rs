@@ -970,6 +970,22 @@ impl Dispatch {
         }
     }
 
+    /// `[gemm_b32s_1x8(w[0], x), gemm_b32s_1x8(w[1], x)]`, bit for bit:
+    /// two weight rows against the same eight activation rows. The AVX2
+    /// kernel's Q8_0 prefill runs it.
+    #[inline]
+    pub(crate) fn gemm_b32s_2x8(
+        self,
+        w: [&[B32Signed]; 2],
+        x: &[Q8Group],
+    ) -> [[f32; GROUP_ROWS]; 2] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_b32s_2x8(w, x),
+            _ => w.map(|wr| self.gemm_b32s_1x8(wr, x)),
+        }
+    }
+
     /// `gemm_q4_0_reference(w, x)`: one Q4_0 weight row, as its levels,
     /// against eight interleaved activation rows, each result the bits of
     /// AVX2's single-row `dot_q4_0` (and of
@@ -983,6 +999,22 @@ impl Dispatch {
             #[cfg(target_arch = "x86_64")]
             Dispatch::Avx512Vnni(t) => t.avx2().gemm_q4_0_1x8(w, x),
             _ => kgroup::gemm_q4_0_reference(w, x),
+        }
+    }
+
+    /// [`gemm_q4_0_1x8`](Self::gemm_q4_0_1x8) of each of four Q4_0
+    /// weight rows against the same eight activation rows, bit for bit.
+    /// The AVX2 kernel's Q4_0 prefill runs it.
+    #[inline]
+    pub(crate) fn gemm_q4_0_4x8(
+        self,
+        w: [&[B32Levels]; 4],
+        x: &[Q8Group],
+    ) -> [[f32; GROUP_ROWS]; 4] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.gemm_q4_0_4x8(w, x),
+            _ => w.map(|wr| self.gemm_q4_0_1x8(wr, x)),
         }
     }
 
@@ -3531,6 +3563,10 @@ mod tests {
                 // Q4_0's own GEMM, over its levels, adds in 16 bits what the
                 // signed form adds in 32: the same sums, the same bits.
                 let levels4 = [0, 1].map(|r| k.gemm_q4_0_1x8(&l4[r], &groups));
+                // The many-row forms: each row what the one-row form gives
+                // it, whichever slot it takes.
+                let signed2 = k.gemm_b32s_2x8([&s8[0], &s8[1]], &groups);
+                let levels4x = k.gemm_q4_0_4x8([&l4[0], &l4[1], &l4[1], &l4[0]], &groups);
                 let levels4_ref = [0, 1].map(|r| gemm_q4_0_reference(&l4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
@@ -3539,6 +3575,8 @@ mod tests {
                             prop_assert!(t == 1 || same(got[r][a], want[t][r][a]), "{:?} type {} row {} act {}", kernel, t, r, a);
                             prop_assert!(same(signed[t][r][a], signed_ref[t][r][a]), "{:?} signed type {} row {} act {}", kernel, t, r, a);
                             prop_assert!(same(levels4[r][a], signed[1][r][a]), "{:?} q4_0 levels row {} act {}", kernel, r, a);
+                            prop_assert!(same(signed2[r][a], signed[0][r][a]), "{:?} q8_0 2x8 row {} act {}", kernel, r, a);
+                            prop_assert!(same(levels4x[r][a], levels4[r][a]) && same(levels4x[3 - r][a], levels4[r][a]), "{:?} q4_0 4x8 row {} act {}", kernel, r, a);
                             prop_assert!(same(levels4_ref[r][a], signed_ref[1][r][a]), "q4_0 levels reference row {} act {}", r, a);
                         }
                     }
@@ -3563,6 +3601,8 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.gemm_b32_2x8([&l8[0], short], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_b32s_1x8(&s8[1][..nb - 1], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_q4_0_1x8(&l4[1][..nb - 1], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_b32s_2x8([&s8[0], &s8[1][..nb - 1]], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_4x8([&l4[0], &l4[1], &l4[0], &l4[1][..nb - 1]], &groups)).is_err());
                 }
             });
         }

@@ -139,7 +139,7 @@ pub(super) fn hsum(v: __m256) -> f32 {
 // `avx2_q8`).
 pub(crate) use super::avx2_q8::{
     dot_q4_0, dot_q4_0_groups, dot_q4_0_packed8, dot_q4_0_x4, dot_q8, dot_q8_x4, gemm_b32s_1x8,
-    gemm_q4_0_1x8, matvec_q8,
+    gemm_b32s_2x8, gemm_q4_0_1x8, gemm_q4_0_4x8, matvec_q8,
 };
 
 /// Dot product of two f32 slices: four 8-lane FMA accumulators over

@@ -549,7 +549,27 @@ pub(crate) fn matvec_q8(w: &[BlockQ8_0], nb: usize, x: &[ActBlock], out: &mut [f
 /// If the row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
-    gemm_1x8(w, x, |wb, g| b32s_terms(wb, g))
+    let [y] = gemm_nx8([w], x, |wb, g| b32s_terms(wb, g));
+    y
+}
+
+/// [`gemm_b32s_1x8`] of two weight rows against the same eight
+/// activation rows: each row's results [`gemm_b32s_1x8`]'s, bit for bit
+/// (the same operations on each row, in the same order), each activation
+/// load shared by the two rows. The AVX2 kernel's Q8_0 prefill runs it.
+///
+/// On an AMD EPYC (Zen 4) VM with the AVX2 kernels (`INFERNO_KERNEL=avx2
+/// inferno bench --model Q8_0.gguf --backends simd --threads 1
+/// --prompt-tokens 128`, alternated runs), a 128-token prefill ran at
+/// 87-100 tok/s against 79-92 one row at a time; four rows at a time,
+/// whose sums no longer fit AVX2's sixteen registers, at 73-92.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_b32s_2x8(w: [&[B32Signed]; 2], x: &[Q8Group]) -> [[f32; GROUP_ROWS]; 2] {
+    gemm_nx8(w, x, |wb, g| b32s_terms(wb, g))
 }
 
 /// One Q4_0 weight row, as its levels `0..=15`, against a batch's eight
@@ -568,89 +588,147 @@ pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS]
 /// If the row's block count differs from `x.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemm_q4_0_1x8(w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
-    gemm_1x8(w, x, |wb, g| q4_0_terms(wb, g))
+    let [y] = gemm_nx8([w], x, |wb, g| q4_0_terms(wb, g));
+    y
 }
 
-/// The loop of the GEMMs: block `b`'s eight terms (`terms`, in the order
-/// rows 0, 1, 4, 5 | 2, 3, 6, 7) added to partial sum `b % 4`, the four
-/// partial sums added as [`finish`] orders them and the rows put back in
-/// order.
+/// [`gemm_q4_0_1x8`] of four weight rows against the same eight
+/// activation rows: each row's results [`gemm_q4_0_1x8`]'s, bit for bit,
+/// each activation load shared by the four rows' `vpmaddubsw`s (one row
+/// at a time, every `vpmaddubsw` waited on a load of its own). The AVX2
+/// kernel's Q4_0 prefill runs it.
+///
+/// On an AMD EPYC (Zen 4) VM with the AVX2 kernels (`INFERNO_KERNEL=avx2
+/// inferno bench --model Q4_0.gguf --backends simd --threads 1
+/// --prompt-tokens 128`, three alternated rounds), a 128-token prefill
+/// ran at 146-150 tok/s against 122-125 one row at a time and 129-143
+/// two rows at a time.
+///
+/// # Panics
+///
+/// If a row's block count differs from `x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn gemm_q4_0_4x8(w: [&[B32Levels]; 4], x: &[Q8Group]) -> [[f32; GROUP_ROWS]; 4] {
+    gemm_nx8(w, x, |wb, g| q4_0_terms(wb, g))
+}
+
+/// The loop of the GEMMs, for `N` weight rows: block `b`'s eight terms
+/// of each row (`terms`, in the order rows 0, 1, 4, 5 | 2, 3, 6, 7) added
+/// to that row's partial sum `b % 4`, the four partial sums added as
+/// [`finish`] orders them and the activation rows put back in order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_1x8<W>(
-    w: &[W],
+fn gemm_nx8<W, const N: usize>(
+    w: [&[W]; N],
     x: &[Q8Group],
-    terms: impl Fn(&W, &Q8Group) -> __m256,
-) -> [f32; GROUP_ROWS] {
-    assert_eq!(w.len(), x.len(), "GEMM: block counts differ");
-    let mut acc = [_mm256_setzero_ps(); 4];
-    // Four blocks a step, so that the four partial sums stay in registers
-    // (indexed by `b % 4` they lived on the stack, and `perf` put a
-    // quarter of the loop's time on reloading them).
-    let (w4, w_rest) = w.as_chunks::<4>();
+    terms: impl Fn([&W; N], &Q8Group) -> [__m256; N],
+) -> [[f32; GROUP_ROWS]; N] {
+    for wr in w {
+        assert_eq!(wr.len(), x.len(), "GEMM: block counts differ");
+    }
+    let mut acc = [[_mm256_setzero_ps(); 4]; N];
+    // Four blocks a step, so that each row's four partial sums are
+    // addressed by constants (indexed by `b % 4` they lived on the stack,
+    // and `perf` put a quarter of the one-row loop's time on reloading
+    // them).
     let (x4, x_rest) = x.as_chunks::<4>();
-    for (wc, gc) in w4.iter().zip(x4) {
-        // Written out: as a loop over `i` it stayed rolled, `acc` on the
-        // stack.
-        acc[0] = _mm256_add_ps(acc[0], terms(&wc[0], &gc[0]));
-        acc[1] = _mm256_add_ps(acc[1], terms(&wc[1], &gc[1]));
-        acc[2] = _mm256_add_ps(acc[2], terms(&wc[2], &gc[2]));
-        acc[3] = _mm256_add_ps(acc[3], terms(&wc[3], &gc[3]));
-    }
-    for (i, (wb, g)) in w_rest.iter().zip(x_rest).enumerate() {
-        acc[i] = _mm256_add_ps(acc[i], terms(wb, g));
-    }
-    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    // The 64-bit words (rows 0 1, 4 5, 2 3, 6 7) back in row order.
-    let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(sum));
-    bytemuck::cast(ordered)
-}
-
-/// One block's terms in [`gemm_b32s_1x8`]: `(d_w * d_x) * isum` of the
-/// eight activation rows, in the order rows 0, 1, 4, 5 | 2, 3, 6, 7.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn b32s_terms(wb: &B32Signed, g: &Q8Group) -> __m256 {
-    let ones = _mm256_set1_epi16(1);
-    let (q8, _) = wb.q.as_chunks::<8>();
-    let (abs8, _) = wb.abs.as_chunks::<8>();
-    // isum[h]: lanes 2a, 2a + 1 of activation row 4h + a.
-    let mut isum = [_mm256_setzero_si256(); 2];
-    for (s, qs) in g.qs.iter().enumerate() {
-        let wq = _mm256_set1_epi64x(i64::from_le_bytes(q8[s].map(|v| v as u8)));
-        let wa = _mm256_set1_epi64x(i64::from_le_bytes(abs8[s]));
-        let (halves, _) = qs.as_chunks::<32>();
-        for (h, half) in halves.iter().enumerate() {
-            let qx: __m256i = bytemuck::cast(*half);
-            let pairs = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(qx, wq));
-            isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones));
+    let blocks = |b: usize| -> [&W; N] { core::array::from_fn(|r| &w[r][b]) };
+    for (c, gc) in x4.iter().enumerate() {
+        for (i, g) in gc.iter().enumerate() {
+            let t = terms(blocks(4 * c + i), g);
+            for (a, ti) in acc.iter_mut().zip(t) {
+                a[i] = _mm256_add_ps(a[i], ti);
+            }
         }
     }
-    block_terms(isum, wb.d, g)
+    for (i, g) in x_rest.iter().enumerate() {
+        let t = terms(blocks(4 * x4.len() + i), g);
+        for (a, ti) in acc.iter_mut().zip(t) {
+            a[i] = _mm256_add_ps(a[i], ti);
+        }
+    }
+    let mut out = [[0.0f32; GROUP_ROWS]; N];
+    for (o, a) in out.iter_mut().zip(acc) {
+        let sum = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
+        // The 64-bit words (rows 0 1, 4 5, 2 3, 6 7) back in row order.
+        let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(sum));
+        *o = bytemuck::cast(ordered);
+    }
+    out
 }
 
-/// One block's terms in [`gemm_q4_0_1x8`], as [`b32s_terms`].
+/// One block's terms of each of `N` Q8_0 weight rows in the GEMMs:
+/// `(d_w * d_x) * isum` of the eight activation rows, in the order rows
+/// 0, 1, 4, 5 | 2, 3, 6, 7; each activation half loaded once for all the
+/// rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn q4_0_terms(wb: &B32Levels, g: &Q8Group) -> __m256 {
-    let (l8, _) = wb.q.as_chunks::<8>();
-    // pairs[h]: the pairs of row 4h + a in its four i16 lanes, summed over
-    // the steps (at most 4 * 2 * 15 * 128 in magnitude).
-    let mut pairs = [_mm256_setzero_si256(); 2];
+fn b32s_terms<const N: usize>(wb: [&B32Signed; N], g: &Q8Group) -> [__m256; N] {
+    let ones = _mm256_set1_epi16(1);
+    // isum[r][h]: lanes 2a, 2a + 1 of activation row 4h + a.
+    let mut isum = [[_mm256_setzero_si256(); 2]; N];
     for (s, qs) in g.qs.iter().enumerate() {
-        let wl = _mm256_set1_epi64x(i64::from_le_bytes(l8[s]));
+        let mut wq = [_mm256_setzero_si256(); N];
+        let mut wa = [_mm256_setzero_si256(); N];
+        for r in 0..N {
+            let (q8, _) = wb[r].q.as_chunks::<8>();
+            let (abs8, _) = wb[r].abs.as_chunks::<8>();
+            wq[r] = _mm256_set1_epi64x(i64::from_le_bytes(bytemuck::cast::<[i8; 8], [u8; 8]>(
+                q8[s],
+            )));
+            wa[r] = _mm256_set1_epi64x(i64::from_le_bytes(abs8[s]));
+        }
         let (halves, _) = qs.as_chunks::<32>();
         for (h, half) in halves.iter().enumerate() {
             let qx: __m256i = bytemuck::cast(*half);
-            pairs[h] = _mm256_add_epi16(pairs[h], _mm256_maddubs_epi16(wl, qx));
+            for r in 0..N {
+                let pairs = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(qx, wq[r]));
+                isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+    let mut terms = [_mm256_setzero_ps(); N];
+    for r in 0..N {
+        terms[r] = block_terms(isum[r], wb[r].d, g);
+    }
+    terms
+}
+
+/// One block's terms of each of `N` Q4_0 weight rows in the GEMMs, as
+/// [`b32s_terms`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0_terms<const N: usize>(wb: [&B32Levels; N], g: &Q8Group) -> [__m256; N] {
+    // pairs[r][h]: the pairs of activation row 4h + a in its four i16
+    // lanes, summed over the steps (at most 4 * 2 * 15 * 128 in
+    // magnitude).
+    let mut pairs = [[_mm256_setzero_si256(); 2]; N];
+    for (s, qs) in g.qs.iter().enumerate() {
+        let mut wl = [_mm256_setzero_si256(); N];
+        for r in 0..N {
+            let (l8, _) = wb[r].q.as_chunks::<8>();
+            wl[r] = _mm256_set1_epi64x(i64::from_le_bytes(l8[s]));
+        }
+        let (halves, _) = qs.as_chunks::<32>();
+        for (h, half) in halves.iter().enumerate() {
+            let qx: __m256i = bytemuck::cast(*half);
+            for r in 0..N {
+                pairs[r][h] = _mm256_add_epi16(pairs[r][h], _mm256_maddubs_epi16(wl[r], qx));
+            }
         }
     }
     // Less the offset's pairs (at most 8 * 4 * 256 more: within i16).
-    let isum = core::array::from_fn(|h| {
-        let bias: __m256i = bytemuck::cast(g.pair_bias[h]);
-        _mm256_madd_epi16(_mm256_sub_epi16(pairs[h], bias), _mm256_set1_epi16(1))
-    });
-    block_terms(isum, wb.d, g)
+    let one = _mm256_set1_epi16(1);
+    let mut terms = [_mm256_setzero_ps(); N];
+    for r in 0..N {
+        let mut isum = [_mm256_setzero_si256(); 2];
+        for (h, i) in isum.iter_mut().enumerate() {
+            let bias: __m256i = bytemuck::cast(g.pair_bias[h]);
+            *i = _mm256_madd_epi16(_mm256_sub_epi16(pairs[r][h], bias), one);
+        }
+        terms[r] = block_terms(isum, wb[r].d, g);
+    }
+    terms
 }
 
 /// The terms `(d_w * d_x) * isum` of a block's eight activation rows
