@@ -560,9 +560,10 @@ pub(crate) fn gemm_b32s_1x8(w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS]
 ///
 /// On an AMD EPYC (Zen 4) VM with the AVX2 kernels (`INFERNO_KERNEL=avx2
 /// inferno bench --model Q8_0.gguf --backends simd --threads 1
-/// --prompt-tokens 128`, alternated runs), a 128-token prefill ran at
-/// 87-100 tok/s against 79-92 one row at a time; four rows at a time,
-/// whose sums no longer fit AVX2's sixteen registers, at 73-92.
+/// --prompt-tokens 128`, three alternated rounds), a 128-token prefill
+/// ran at 87-100 tok/s against 79-92 one row at a time (1.04-1.19x in
+/// three more); four rows at a time, whose sums and broadcasts no longer
+/// fit AVX2's sixteen registers, at 73-92.
 ///
 /// # Panics
 ///
@@ -602,7 +603,8 @@ pub(crate) fn gemm_q4_0_1x8(w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS]
 /// inferno bench --model Q4_0.gguf --backends simd --threads 1
 /// --prompt-tokens 128`, three alternated rounds), a 128-token prefill
 /// ran at 146-150 tok/s against 122-125 one row at a time and 129-143
-/// two rows at a time.
+/// two rows at a time (in three more, on a busier machine, 1.15-1.30x
+/// the one-row kernel's speed).
 ///
 /// # Panics
 ///
