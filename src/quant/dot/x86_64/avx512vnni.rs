@@ -2054,7 +2054,7 @@ fn fifth_registers(qh: [&[u8; 32]; 8]) -> [__m512i; 4] {
 /// runs), 16 KiB 0.84-0.89, 20 KiB 0.92-0.95, 24 KiB 0.91-0.95; Q4_K
 /// 0.91-0.97 at 20 KiB, the same at 1,024 and 3,072 columns, and 0.87-0.93
 /// at 24 KiB.
-const K_ROWS8_AHEAD_L2: usize = 20 << 10;
+pub(super) const K_ROWS8_AHEAD_L2: usize = 20 << 10;
 
 /// Asks for the slice of the group of eight rows after next (the rows two
 /// groups after `w`'s; [`K_ROWS8_AHEAD_L2`] bytes on where the lines go
