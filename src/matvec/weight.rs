@@ -920,9 +920,9 @@ fn q8_k_acts(xs: &QuantizedBatch) -> Cow<'_, [Q8KAct]> {
     )
 }
 
-/// Weight-row sets (of two rows) the Q8_0 GEMM of AVX-512 (and the Q8_0
-/// and Q4_0 GEMMs of AVX2, a row a set) unpacks before a pass over the
-/// batch; AVX-512's Q4_0 now runs [`gemm_rows16`], whose measurements are
+/// Weight-row sets (of two rows) the Q8_0 GEMMs of AVX-512 and AVX2
+/// unpack before a pass over the batch (AVX2's Q4_0 GEMM, four rows a
+/// set, half as many); AVX-512's Q4_0 now runs [`gemm_rows16`], whose measurements are
 /// in `BENCHMARKS.md`. A pass reads every group of the batch (640 bytes
 /// per 32 columns of eight rows: values, lane offsets, scales and pair
 /// offsets, about 20 KiB per group for a 1024-wide input), so with one set per pass the
@@ -935,14 +935,13 @@ fn q8_k_acts(xs: &QuantizedBatch) -> Cow<'_, [Q8KAct]> {
 /// 118-161 to 157-206. The K-quant GEMMs (four rows a set, each row's
 /// batch traffic already a quarter) measured no clear difference with
 /// four sets (Q4_K_M 224-331 tok/s against 278-326, Q6_K 239-295 against
-/// 238-288) and keep one. The 256-bit Q8_0/Q4_0 GEMM (AVX2) takes one
-/// row a set, so it unpacks twice as many sets: the same sixteen rows a
-/// pass, 68 bytes per 32 weights unpacked for Q8_0 (signed bytes and
-/// magnitudes; 34 KiB for sixteen 1024-wide rows) and 36 for Q4_0 (its
-/// levels). On an AMD EPYC (Zen 3) VM, 1 thread,
-/// Q8_0 prefill of 128 tokens, five alternated runs each: 8 rows a pass
-/// 52.1-55.8 tok/s, 16 rows 46.4-59.4, 32 rows 47.1-65.1, no clear
-/// difference.
+/// 238-288) and keep one. The 256-bit Q8_0/Q4_0 GEMMs (AVX2) pass over
+/// the same sixteen rows: 68 bytes per 32 weights unpacked for Q8_0
+/// (signed bytes and magnitudes; 34 KiB for sixteen 1024-wide rows) and
+/// 36 for Q4_0 (its levels). On an AMD EPYC (Zen 3) VM, 1 thread, Q8_0
+/// prefill of 128 tokens, five alternated runs each, when that GEMM took
+/// one row a set: 8 rows a pass 52.1-55.8 tok/s, 16 rows 46.4-59.4, 32
+/// rows 47.1-65.1, no clear difference.
 const B32_TILE_SETS: usize = 8;
 
 /// `segs[8g + a][j] = gemm(rows j.., group g)[..][a]` for every weight row

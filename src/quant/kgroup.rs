@@ -16,8 +16,10 @@
 //! four rows per 256-bit register, for AVX2 and AVX-VNNI). The Q8_0 and
 //! Q4_0 GEMMs read [`Q8Group`]s the same way: with AVX-512 VNNI
 //! `avx512vnni::gemm_b32_2x8` (Q8_0, with [`B32Levels`]), and on AVX2
-//! `avx2_q8::gemm_b32s_1x8` with Q8_0's [`B32Signed`],
-//! `avx2_q8::gemm_q4_0_1x8` with Q4_0's [`B32Levels`]. AVX-512 VNNI's Q4_0
+//! `avx2_q8::gemm_b32s_2x8` with Q8_0's [`B32Signed`] and
+//! `avx2_q8::gemm_q4_0_4x8` with Q4_0's [`B32Levels`] (two and four
+//! weight rows a call, each row what the one-row `gemm_b32s_1x8` and
+//! `gemm_q4_0_1x8` give it). AVX-512 VNNI's Q4_0
 //! GEMM turns the layout around: sixteen weight rows interleaved
 //! ([`Q4_0Rows16`]) against the activation rows as they are
 //! ([`Q4_0Act`]).

@@ -898,15 +898,17 @@ impl Dispatch {
     /// Whether a Q8_0 or Q4_0 prefill runs a GEMM over the batch's
     /// interleaved Q8_0 groups (so a batch should build them):
     /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) with AVX-512 VNNI,
-    /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) with AVX2
+    /// [`gemm_b32s_2x8`](Self::gemm_b32s_2x8) and
+    /// [`gemm_q4_0_4x8`](Self::gemm_q4_0_4x8) with AVX2
     /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)).
     #[inline]
     pub(crate) fn matmul_uses_b32_groups(self) -> bool {
         self.matmul_uses_pairs() || self.matmul_uses_b32_signed()
     }
 
-    /// Whether the Q8_0/Q4_0 GEMM is [`gemm_b32s_1x8`](Self::gemm_b32s_1x8)
-    /// over signed weights (AVX2) rather than
+    /// Whether the Q8_0 GEMM is [`gemm_b32s_2x8`](Self::gemm_b32s_2x8)
+    /// over signed weights and the Q4_0 one
+    /// [`gemm_q4_0_4x8`](Self::gemm_q4_0_4x8) (AVX2) rather than
     /// [`gemm_b32_2x8`](Self::gemm_b32_2x8) (AVX-512 VNNI, Q8_0 only: its
     /// Q4_0 runs [`gemm_q4_0_rows16`](Self::gemm_q4_0_rows16)). AVX-VNNI keeps
     /// its four-row kernels: there one `vpdpbusd`, the offset folded in,
@@ -957,10 +959,11 @@ impl Dispatch {
     /// `gemm_b32s_reference(w, x)`: one Q8_0 or Q4_0 weight row, as signed
     /// bytes, against eight interleaved activation rows, each result the
     /// bits of AVX2's single-row dots (`x86_64::avx2_q8` says how they
-    /// round). Only the AVX2 kernel's prefill runs it
-    /// ([`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)): the
+    /// round). The AVX2 kernel's prefill runs it two rows at a time
+    /// ([`gemm_b32s_2x8`](Self::gemm_b32s_2x8);
+    /// [`matmul_uses_b32_signed`](Self::matmul_uses_b32_signed)): the
     /// VNNI kernels' dots round otherwise. A Q4_0 prefill runs
-    /// [`gemm_q4_0_1x8`](Self::gemm_q4_0_1x8) instead.
+    /// [`gemm_q4_0_4x8`](Self::gemm_q4_0_4x8) instead.
     #[inline]
     pub(crate) fn gemm_b32s_1x8(self, w: &[B32Signed], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
         match self {
@@ -990,7 +993,8 @@ impl Dispatch {
     /// against eight interleaved activation rows, each result the bits of
     /// AVX2's single-row `dot_q4_0` (and of
     /// [`gemm_b32s_1x8`](Self::gemm_b32s_1x8) of the row's signed form).
-    /// The AVX2 kernel's Q4_0 prefill runs it.
+    /// The AVX2 kernel's Q4_0 prefill runs it four rows at a time
+    /// ([`gemm_q4_0_4x8`](Self::gemm_q4_0_4x8)).
     #[inline]
     pub(crate) fn gemm_q4_0_1x8(self, w: &[B32Levels], x: &[Q8Group]) -> [f32; GROUP_ROWS] {
         match self {
@@ -3564,9 +3568,16 @@ mod tests {
                 // signed form adds in 32: the same sums, the same bits.
                 let levels4 = [0, 1].map(|r| k.gemm_q4_0_1x8(&l4[r], &groups));
                 // The many-row forms: each row what the one-row form gives
-                // it, whichever slot it takes.
+                // it, in its own slot (four rows: the two and the two with
+                // their blocks reversed).
                 let signed2 = k.gemm_b32s_2x8([&s8[0], &s8[1]], &groups);
-                let levels4x = k.gemm_q4_0_4x8([&l4[0], &l4[1], &l4[1], &l4[0]], &groups);
+                let l4_rev: Vec<Vec<B32Levels>> = l4.iter().map(|r| r.iter().rev().copied().collect()).collect();
+                let four = [&l4[0], &l4[1], &l4_rev[0], &l4_rev[1]];
+                let levels4x = k.gemm_q4_0_4x8(four.map(|r| &r[..]), &groups);
+                for (slot, row) in four.iter().enumerate() {
+                    let one = k.gemm_q4_0_1x8(row, &groups);
+                    prop_assert!((0..8).all(|a| same(levels4x[slot][a], one[a])), "{:?} q4_0 4x8 slot {}", kernel, slot);
+                }
                 let levels4_ref = [0, 1].map(|r| gemm_q4_0_reference(&l4[r], &groups));
                 let signed_ref = [[0, 1].map(|r| gemm_b32s_reference(&s8[r], &groups)), [0, 1].map(|r| gemm_b32s_reference(&s4[r], &groups))];
                 for t in 0..2 {
@@ -3576,7 +3587,6 @@ mod tests {
                             prop_assert!(same(signed[t][r][a], signed_ref[t][r][a]), "{:?} signed type {} row {} act {}", kernel, t, r, a);
                             prop_assert!(same(levels4[r][a], signed[1][r][a]), "{:?} q4_0 levels row {} act {}", kernel, r, a);
                             prop_assert!(same(signed2[r][a], signed[0][r][a]), "{:?} q8_0 2x8 row {} act {}", kernel, r, a);
-                            prop_assert!(same(levels4x[r][a], levels4[r][a]) && same(levels4x[3 - r][a], levels4[r][a]), "{:?} q4_0 4x8 row {} act {}", kernel, r, a);
                             prop_assert!(same(levels4_ref[r][a], signed_ref[1][r][a]), "q4_0 levels reference row {} act {}", r, a);
                         }
                     }
@@ -3603,6 +3613,12 @@ mod tests {
                     prop_assert!(catch_unwind(|| k.gemm_q4_0_1x8(&l4[1][..nb - 1], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_b32s_2x8([&s8[0], &s8[1][..nb - 1]], &groups)).is_err());
                     prop_assert!(catch_unwind(|| k.gemm_q4_0_4x8([&l4[0], &l4[1], &l4[0], &l4[1][..nb - 1]], &groups)).is_err());
+                    // A row longer than the activation is refused too, not
+                    // read in part.
+                    let long8: Vec<B32Signed> = s8[0].iter().chain(&s8[0][..1]).copied().collect();
+                    let long4: Vec<B32Levels> = l4[0].iter().chain(&l4[0][..1]).copied().collect();
+                    prop_assert!(catch_unwind(|| k.gemm_b32s_2x8([&long8, &s8[1]], &groups)).is_err());
+                    prop_assert!(catch_unwind(|| k.gemm_q4_0_4x8([&long4, &l4[1], &l4[0], &l4[1]], &groups)).is_err());
                 }
             });
         }

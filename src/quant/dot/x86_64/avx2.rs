@@ -862,6 +862,9 @@ static PACKED_PICKS: [[u8; 32]; 8] = super::zero_extend_picks(8);
 /// `4 * 2 * 15 * 128`), and one `vpmaddwd` by the four rows' scales (one
 /// `vpshufb` for four rows) widens them. Each row's block sum is the same
 /// exact integer as `dot_q4_k`'s, and its float step the same operations.
+/// The lines [`PREFETCH_AHEAD`](super::PREFETCH_AHEAD) bytes on are asked
+/// for in L1 as the blocks go by (20 KiB on, in L2, where
+/// [`weights_to_l2`](super::weights_to_l2) says so).
 ///
 /// # Panics
 ///
@@ -909,8 +912,13 @@ fn k4_packed8<P, const FIFTH: bool>(
     let picks = core::hint::black_box(&PACKED_PICKS);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let block = core::mem::size_of::<P>();
-    // Where the CPU wants the weights in L2 (AMD Zen 4), the AVX-512
-    // kernel's hints; elsewhere L1 ones, as measured on Zen 3.
+    // Where the CPU wants the weights in L2 (AMD Zen 4, which runs these
+    // rows only when the AVX2 kernels are asked for: `INFERNO_KERNEL=avx2`),
+    // the AVX-512 kernel's hints, 20 KiB on; elsewhere L1 ones, as measured
+    // on Zen 3. On a Zen 4 VM (`INFERNO_KERNEL=avx2 STREAM_TYPES=q4_kp,q5_kp
+    // cargo bench --bench stream`, three alternated runs) the packed Q4_K
+    // rows read 0.71-0.90 of the probe's speed against 0.51-0.54 with the
+    // L1 hints, Q5_K 0.58-0.72 against 0.27-0.51.
     let to_l2 = super::weights_to_l2();
     let ahead = if to_l2 {
         super::avx512vnni::K_ROWS8_AHEAD_L2
