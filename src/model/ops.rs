@@ -165,16 +165,112 @@ pub(crate) fn exp(x: f32) -> f32 {
     }
 }
 
-/// `gate = silu(gate) * up`, the SwiGLU of the MLP.
+/// `EXP_TABLE[i]`: the bits of `2^(i / 32)` (rounded to the nearest
+/// `f64`) less `i << 47`, so that adding `k << 47` for an integer `k`
+/// with `k % 32 == i` gives the bits of `2^(k / 32)` ([`exp_f64`]).
+/// Computed from the exact powers (60 digits) and rounded once.
+pub(crate) const EXP_TABLE: [u64; 32] = [
+    0x3ff0000000000000,
+    0x3fefd9b0d3158574,
+    0x3fefb5586cf9890f,
+    0x3fef9301d0125b51,
+    0x3fef72b83c7d517b,
+    0x3fef54873168b9aa,
+    0x3fef387a6e756238,
+    0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715,
+    0x3feef1a7373aa9cb,
+    0x3feedea64c123422,
+    0x3feece086061892d,
+    0x3feebfdad5362a27,
+    0x3feeb42b569d4f82,
+    0x3feeab07dd485429,
+    0x3feea47eb03a5585,
+    0x3feea09e667f3bcd,
+    0x3fee9f75e8ec5f74,
+    0x3feea11473eb0187,
+    0x3feea589994cce13,
+    0x3feeace5422aa0db,
+    0x3feeb737b0cdc5e5,
+    0x3feec49182a3f090,
+    0x3feed503b23e255d,
+    0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47,
+    0x3fef199bdd85529c,
+    0x3fef3720dcef9069,
+    0x3fef5818dcfba487,
+    0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da,
+    0x3fefd0765b6e4540,
+];
+
+/// `32 / ln 2`, [`exp_f64`]'s scale into 32nds of a power of two.
+pub(crate) const EXP_INV_LN2_32: f64 = f64::from_bits(0x3ff7_1547_652b_82fe) * 32.0;
+/// `1.5 * 2^52`: added to a double below `2^51` in magnitude, it leaves
+/// the nearest integer in the low bits.
+pub(crate) const EXP_SHIFT: f64 = f64::from_bits(0x4338_0000_0000_0000);
+/// [`exp_f64`]'s cubic for `2^(r / 32) - 1`, `r` in `[-1/2, 1/2]`:
+/// coefficients of `r^3`, `r^2` and `r`.
+pub(crate) const EXP_POLY: [f64; 3] = [
+    f64::from_bits(0x3fac_6af8_4b91_2394) / (32.0 * 32.0 * 32.0),
+    f64::from_bits(0x3fce_bfce_50fa_c4f3) / (32.0 * 32.0),
+    f64::from_bits(0x3fe6_2e42_ff0c_52d6) / 32.0,
+];
+
+/// Whether [`exp_f64`] computes `e^x` itself: `|x| < 88` (the top twelve
+/// bits of the magnitude below 88's); otherwise, NaN included, it
+/// returns `f32::exp(x)`.
+#[inline(always)]
+pub(crate) fn exp_f64_in_range(x: f32) -> bool {
+    (x.to_bits() >> 20) & 0x7ff < 0x42b
+}
+
+/// `e^x` for an `f32`, evaluated in `f64` and rounded once: `x * 32 / ln
+/// 2 = k + r` with `k` the nearest integer (by [`EXP_SHIFT`]) and `r`
+/// from one fused multiply-add, `2^(k / 32)` from [`EXP_TABLE`] with `k /
+/// 32` added to its exponent, `2^(r / 32)` by the cubic [`EXP_POLY`]
+/// (fused multiply-adds), their product rounded to `f32`. Outside `|x| <
+/// 88` (and for NaN) it is `f32::exp(x)`.
 ///
-/// With the C library's `expf`: [`exp`] here moved one activation of the
-/// Q8_0 fixture across an 8-bit rounding boundary against llama.cpp's
-/// (`tests/llama_logits.rs`, 2e-3 at one position), for about 4% of a
-/// prefill's time.
+/// This is the method of the C library's `expf` on x86_64 GNU/Linux
+/// (glibc's, with fused multiply-adds): on an AMD EPYC (Zen 4) VM the two
+/// returned the same bits for every one of the 2,237,661,184 `f32`
+/// values below 88 in magnitude (a one-off check of every bit pattern;
+/// `exp_f64_is_the_c_librarys_expf` checks a sample). Unlike a call to
+/// `expf`, it is plain arithmetic the SIMD kernels run on many values at
+/// once (`Dispatch::swiglu`), with the same bits, and within that range
+/// its bits do not depend on the platform's C library.
+#[inline(always)]
+pub(crate) fn exp_f64(x: f32) -> f32 {
+    if !exp_f64_in_range(x) {
+        return x.exp();
+    }
+    let xd = f64::from(x);
+    let kd = EXP_INV_LN2_32 * xd + EXP_SHIFT;
+    let ki = kd.to_bits();
+    let kd = kd - EXP_SHIFT;
+    let r = EXP_INV_LN2_32.mul_add(xd, -kd);
+    let s = f64::from_bits(EXP_TABLE[(ki % 32) as usize].wrapping_add(ki << 47));
+    let [c0, c1, c2] = EXP_POLY;
+    let p = c0.mul_add(r, c1);
+    let q = c2.mul_add(r, 1.0);
+    let y = p.mul_add(r * r, q);
+    (y * s) as f32
+}
+
+/// `gate = silu(gate) * up`, the SwiGLU of the MLP: `x / (1 + e^-x) * u`,
+/// with [`exp_f64`] (the C library's `expf` bits on x86_64 GNU/Linux).
+///
+/// That `expf`, not [`exp`]: with [`exp`] one activation of the Q8_0
+/// fixture crossed an 8-bit rounding boundary against llama.cpp's
+/// (`tests/llama_logits.rs`, 2e-3 at one position). The x86 kernels run
+/// the same operations sixteen or eight values at a time
+/// (`Dispatch::swiglu`), with the same bits.
+#[inline(always)]
 pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         let x = *g;
-        *g = x / (1.0 + (-x).exp()) * u;
+        *g = x / (1.0 + exp_f64(-x)) * u;
     }
 }
 
@@ -230,6 +326,92 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `exp_f64` returns the C library's `expf` bits where that is glibc's
+    /// (x86_64 GNU/Linux, with FMA: the `expf` glibc picks there), on a
+    /// sample of every bit pattern (one in 1,021, both signs, zeros,
+    /// subnormals, the range's edges and past them). A one-off check of
+    /// every pattern below 88 in magnitude found no difference.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[cfg_attr(miri, ignore = "calls the C library's expf")]
+    #[test]
+    fn exp_f64_is_the_c_librarys_expf() {
+        if !std::arch::is_x86_feature_detected!("fma") {
+            eprintln!("exp_f64_is_the_c_librarys_expf: skipped, no FMA (glibc's expf rounds its reduction otherwise)");
+            return;
+        }
+        let edges = [
+            88.0f32, 87.99999, 88.00001, -87.33655, -87.34, -103.0, -104.0, 1e-45, 0.0,
+        ];
+        let sample = (0..=u32::MAX).step_by(1021).map(f32::from_bits);
+        let mut checked = 0u32;
+        for x in edges.iter().flat_map(|&e| [e, -e]).chain(sample) {
+            let (got, want) = (exp_f64(x), x.exp());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "exp_f64({x:e}) = {got:e} ({:08x}), expf gives {want:e} ({:08x})",
+                got.to_bits(),
+                want.to_bits()
+            );
+            checked += 1;
+        }
+        assert!(checked > 4_000_000);
+    }
+
+    /// The one-off check `exp_f64_is_the_c_librarys_expf` samples, over
+    /// every bit pattern below 88 in magnitude, for `exp_f64` and for the
+    /// SIMD kernels' SwiGLU (with `up = 1`, its `x / (1 + e^-x)`): about a
+    /// minute in release, so run by hand (`cargo test --release --lib --
+    /// --ignored every_expf`).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[test]
+    #[ignore = "a minute in release: every f32 bit pattern"]
+    fn every_expf_is_the_c_librarys() {
+        let d = crate::quant::dot::selected().1;
+        let (mut bad, mut checked) = (0u64, 0u64);
+        let mut xs = Vec::with_capacity(4096);
+        let ones = [1.0f32; 4096];
+        for bits in 0..=u32::MAX {
+            let x = f32::from_bits(bits);
+            if exp_f64_in_range(x) {
+                checked += 1;
+                if exp_f64(x).to_bits() != x.exp().to_bits() {
+                    bad += 1;
+                }
+                xs.push(x);
+            }
+            if xs.len() == 4096 || (bits == u32::MAX && !xs.is_empty()) {
+                let mut got = xs.clone();
+                d.swiglu(&mut got, &ones[..xs.len()]);
+                for (&x, &g) in xs.iter().zip(&got) {
+                    let want = x / (1.0 + (-x).exp());
+                    if g.to_bits() != want.to_bits() && !(g.is_nan() && want.is_nan()) {
+                        bad += 1;
+                    }
+                }
+                xs.clear();
+            }
+        }
+        assert_eq!(bad, 0, "{bad} of {checked} differ");
+        assert_eq!(checked, 2_237_661_184);
+    }
+
+    /// `exp_f64` is `e^x` to within one unit in the last place over its
+    /// own range, on every platform (no C library compared).
+    #[test]
+    fn exp_f64_is_within_an_ulp() {
+        for i in -8800..8800 {
+            let x = i as f32 / 100.0 + 0.003;
+            let got = f64::from(exp_f64(x));
+            let exact = f64::from(x).exp();
+            let ulp =
+                f64::from(f32::from_bits((exact as f32).to_bits() + 1)) - f64::from(exact as f32);
+            assert!(
+                (got - exact).abs() <= ulp,
+                "exp_f64({x}) = {got}, e^x = {exact}"
+            );
+        }
+    }
 
     #[test]
     fn rms_norm_unit_weight_has_unit_rms() {

@@ -702,9 +702,9 @@ impl<B: Backend> Core<B> {
             if m == 1 {
                 // One row: its values spread over the threads (the same
                 // operation on each value, so the same bits).
-                b.for_each_range(gate, |r, g| ops::swiglu(g, &up[r]));
+                b.for_each_range(gate, |r, g| dot.swiglu(g, &up[r]));
             } else {
-                each_row(b, gate, f, |i, g| ops::swiglu(g, &up[i * f..(i + 1) * f]));
+                each_row(b, gate, f, |i, g| dot.swiglu(g, &up[i * f..(i + 1) * f]));
             }
             lap.lap(Op::Swiglu);
             products(b, &[lw.down], gate, f, xq, tmp, &mut lap, Op::Down)?;

@@ -358,6 +358,13 @@ mod x86 {
         }
 
         #[inline]
+        pub(crate) fn swiglu(self, gate: &mut [f32], up: &[f32]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
+            // Checked by: src/quant/dot/mod.rs::swiglu_kernels_are_the_portable_swiglu
+            unsafe { avx2::swiglu(gate, up) }
+        }
+
+        #[inline]
         pub(crate) fn argmax(self, x: &[f32]) -> u32 {
             // SAFETY: [SIMD-TOKEN] the token proves avx2, fma and f16c.
             // Checked by: src/sample.rs::tests::argmax_equals_one_running_maximum
@@ -472,6 +479,14 @@ mod x86 {
             // avx512f, avx512vl, avx512bw and avx512vnni.
             // Checked by: src/quant/dot/mod.rs::softmax_kernels_are_the_portable_softmax
             unsafe { avx512vnni::softmax(x) }
+        }
+
+        #[inline]
+        pub(crate) fn swiglu(self, gate: &mut [f32], up: &[f32]) {
+            // SAFETY: [SIMD-TOKEN] the token proves avx2, fma, f16c,
+            // avx512f, avx512vl, avx512bw and avx512vnni.
+            // Checked by: src/quant/dot/mod.rs::swiglu_kernels_are_the_portable_swiglu
+            unsafe { avx512vnni::swiglu(gate, up) }
         }
 
         #[inline]

@@ -1785,6 +1785,22 @@ impl Dispatch {
         }
     }
 
+    /// `model::ops::swiglu(gate, up)`, the same bits: the x86 kernels run
+    /// its `expf` (`model::ops::exp_f64`, in `f64`) on eight or sixteen
+    /// values at a time, where the portable loop takes one.
+    #[inline]
+    pub(crate) fn swiglu(self, gate: &mut [f32], up: &[f32]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx2(t) => t.swiglu(gate, up),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::Avx512Vnni(t) => t.swiglu(gate, up),
+            #[cfg(target_arch = "x86_64")]
+            Dispatch::AvxVnni(t) => t.avx2().swiglu(gate, up),
+            _ => crate::model::ops::swiglu(gate, up),
+        }
+    }
+
     /// `model::ops::round_f16(x)`, the same values: the x86 kernels convert
     /// eight or sixteen values an instruction (F16C, AVX-512), where the
     /// portable code goes through `half`'s slice conversions, a call per
@@ -2646,6 +2662,45 @@ mod tests {
                 let (wm, ws) = crate::model::ops::softmax(&mut want);
                 prop_assert!(same(gm, wm), "{:?}: max {} vs {}", kernel, gm, wm);
                 prop_assert!(gs.to_bits() == ws.to_bits() || (gs.is_nan() && ws.is_nan()), "{:?}: sum {} vs {}", kernel, gs, ws);
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    prop_assert!(same(g, w), "{:?}: [{}] {} vs {}", kernel, i, g, w);
+                }
+            });
+        }
+    }
+
+    /// Every kernel's SwiGLU gives the portable loop's bits: gates across
+    /// `exp_f64`'s own range and past it (where a group of values falls
+    /// back to the portable loop), infinities, NaN and zeros of both
+    /// signs, any length (the last values past a whole register).
+    #[cfg_attr(
+        miri,
+        ignore = "proptest needs the working directory, which Miri isolates; these are safe kernels"
+    )]
+    #[test]
+    fn swiglu_kernels_are_the_portable_swiglu() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            8 => -20.0f32..20.0,
+            2 => -95.0f32..95.0,
+            1 => prop::sample::select(vec![
+                f32::NEG_INFINITY, f32::INFINITY, f32::NAN, -1e30, 1e30, 0.0, -0.0,
+                88.0, -88.0, 87.99999, -87.99999, 1e-40, -1e-40,
+            ]),
+        ];
+        let case = (0usize..80).prop_flat_map(move |n| {
+            (
+                prop::collection::vec(value.clone(), n),
+                prop::collection::vec(-4.0f32..4.0, n),
+            )
+        });
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for kernel in Kernel::ALL {
+            let Some(d) = kernel.dispatch() else { continue };
+            proptest!(|((gate, up) in case.clone())| {
+                let (mut got, mut want) = (gate.clone(), gate);
+                d.swiglu(&mut got, &up);
+                crate::model::ops::swiglu(&mut want, &up);
                 for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
                     prop_assert!(same(g, w), "{:?}: [{}] {} vs {}", kernel, i, g, w);
                 }

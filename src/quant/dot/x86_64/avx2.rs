@@ -401,6 +401,71 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `model::ops::swiglu(gate, up)`, bit for bit: eight values at a time,
+/// `exp_f64`'s operations on two registers of four doubles (the table's
+/// entries picked one lane at a time), then `x / (1 + e^-x) * u` in
+/// `f32`. Eight values any of whose `-x` lies outside `exp_f64`'s range
+/// (`|x| >= 88`, NaN), and the last `len % 8`, go through the portable
+/// loop, compiled here.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    let n = gate.len().min(up.len());
+    let (g8, g_rest) = gate[..n].as_chunks_mut::<8>();
+    let (u8s, u_rest) = up[..n].as_chunks::<8>();
+    let sign = _mm256_set1_epi32(i32::MIN);
+    for (g, u) in g8.iter_mut().zip(u8s) {
+        let x: __m256 = bytemuck::cast(*g);
+        // `-x`, the sign bit flipped as `-` does.
+        let neg = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(x), sign));
+        if !in_exp_range8(neg) {
+            crate::model::ops::swiglu(g, u);
+            continue;
+        }
+        let lo = exp_f64x4(_mm256_castps256_ps128(neg));
+        let hi = exp_f64x4(_mm256_extractf128_ps::<1>(neg));
+        let e = _mm256_set_m128(hi, lo);
+        let s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+        *g = bytemuck::cast(_mm256_mul_ps(s, bytemuck::cast(*u)));
+    }
+    crate::model::ops::swiglu(g_rest, u_rest);
+}
+
+/// Whether all eight lanes are in `model::ops::exp_f64`'s own range
+/// (`exp_f64_in_range`: the top twelve bits of the magnitude below 88's).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn in_exp_range8(v: __m256) -> bool {
+    let top = _mm256_and_si256(
+        _mm256_srli_epi32::<20>(_mm256_castps_si256(v)),
+        _mm256_set1_epi32(0x7ff),
+    );
+    let out = _mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a));
+    _mm256_testz_si256(out, out) == 1
+}
+
+/// `model::ops::exp_f64` of four in-range values, lane by lane the same
+/// operations: the same bits.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn exp_f64x4(x: __m128) -> __m128 {
+    use crate::model::ops::{EXP_INV_LN2_32, EXP_POLY, EXP_SHIFT, EXP_TABLE};
+    let xd = _mm256_cvtps_pd(x);
+    let inv = _mm256_set1_pd(EXP_INV_LN2_32);
+    let shift = _mm256_set1_pd(EXP_SHIFT);
+    let kd = _mm256_add_pd(_mm256_mul_pd(inv, xd), shift);
+    let ki = _mm256_castpd_si256(kd);
+    let kd = _mm256_sub_pd(kd, shift);
+    let r = _mm256_fmsub_pd(inv, xd, kd);
+    let k: [u64; 4] = bytemuck::cast(ki);
+    let t: __m256i = bytemuck::cast(k.map(|k| EXP_TABLE[(k % 32) as usize]));
+    let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+    let [c0, c1, c2] = EXP_POLY;
+    let p = _mm256_fmadd_pd(_mm256_set1_pd(c0), r, _mm256_set1_pd(c1));
+    let q = _mm256_fmadd_pd(_mm256_set1_pd(c2), r, _mm256_set1_pd(1.0));
+    let y = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), q);
+    _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
+}
+
 /// `model::ops::round_f16(x)`, the same values: eight at a time through
 /// F16C's conversions (`vcvtps2ph` rounding to nearest even, then
 /// `vcvtph2ps`), the rest as the portable code does them.

@@ -739,6 +739,68 @@ pub(crate) fn softmax(x: &mut [f32]) -> (f32, f64) {
     crate::model::ops::softmax(x)
 }
 
+/// `model::ops::swiglu(gate, up)`, bit for bit: sixteen values at a time,
+/// `exp_f64`'s operations on two registers of eight doubles (the table's
+/// 32 entries held in four registers and picked by two `vpermt2q`), then
+/// `x / (1 + e^-x) * u` in `f32`. Sixteen values any of whose `-x` lies
+/// outside `exp_f64`'s range (`|x| >= 88`, NaN), and the last `len % 16`,
+/// go through the portable loop, compiled here.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    use crate::model::ops::EXP_TABLE;
+    let n = gate.len().min(up.len());
+    let (g16, g_rest) = gate[..n].as_chunks_mut::<16>();
+    let (u16s, u_rest) = up[..n].as_chunks::<16>();
+    let table: [__m512i; 4] = bytemuck::cast(EXP_TABLE);
+    let sign = _mm512_set1_epi32(i32::MIN);
+    for (g, u) in g16.iter_mut().zip(u16s) {
+        let x: __m512 = bytemuck::cast(*g);
+        // `-x`, the sign bit flipped as `-` does.
+        let neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), sign));
+        let top = _mm512_and_si512(
+            _mm512_srli_epi32::<20>(_mm512_castps_si512(neg)),
+            _mm512_set1_epi32(0x7ff),
+        );
+        if _mm512_cmpge_epu32_mask(top, _mm512_set1_epi32(0x42b)) != 0 {
+            crate::model::ops::swiglu(g, u);
+            continue;
+        }
+        let halves: [__m256; 2] = bytemuck::cast(neg);
+        let e: [__m256; 2] = [exp_f64x8(halves[0], &table), exp_f64x8(halves[1], &table)];
+        let e: __m512 = bytemuck::cast(e);
+        let s = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0), e));
+        *g = bytemuck::cast(_mm512_mul_ps(s, bytemuck::cast(*u)));
+    }
+    crate::model::ops::swiglu(g_rest, u_rest);
+}
+
+/// `model::ops::exp_f64` of eight in-range values, lane by lane the same
+/// operations: the same bits. `table` is `EXP_TABLE` in four registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+fn exp_f64x8(x: __m256, table: &[__m512i; 4]) -> __m256 {
+    use crate::model::ops::{EXP_INV_LN2_32, EXP_POLY, EXP_SHIFT};
+    let xd = _mm512_cvtps_pd(x);
+    let inv = _mm512_set1_pd(EXP_INV_LN2_32);
+    let shift = _mm512_set1_pd(EXP_SHIFT);
+    let kd = _mm512_add_pd(_mm512_mul_pd(inv, xd), shift);
+    let ki = _mm512_castpd_si512(kd);
+    let kd = _mm512_sub_pd(kd, shift);
+    let r = _mm512_fmsub_pd(inv, xd, kd);
+    // Entry `k % 32`: the low four bits pick among sixteen of two
+    // registers, the fifth which pair.
+    let low = _mm512_permutex2var_epi64(table[0], ki, table[1]);
+    let high = _mm512_permutex2var_epi64(table[2], ki, table[3]);
+    let upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
+    let t = _mm512_mask_blend_epi64(upper, low, high);
+    let s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64::<47>(ki)));
+    let [c0, c1, c2] = EXP_POLY;
+    let p = _mm512_fmadd_pd(_mm512_set1_pd(c0), r, _mm512_set1_pd(c1));
+    let q = _mm512_fmadd_pd(_mm512_set1_pd(c2), r, _mm512_set1_pd(1.0));
+    let y = _mm512_fmadd_pd(p, _mm512_mul_pd(r, r), q);
+    _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
+}
+
 /// `model::ops::round_f16(x)`, the same values: sixteen at a time
 /// (`vcvtps2ph` rounding to nearest even, then `vcvtph2ps`), the rest by
 /// AVX2's.
