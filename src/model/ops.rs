@@ -394,7 +394,7 @@ mod tests {
         let (mut bad, mut checked) = (0u64, 0u64);
         let mut xs = Vec::with_capacity(4096);
         let ones = [1.0f32; 4096];
-        let mut check = |xs: &mut Vec<f32>| {
+        let check = |xs: &mut Vec<f32>| {
             let mut wrong = 0;
             for d in &kernels {
                 let mut got = xs.clone();
