@@ -610,43 +610,61 @@ fn scores128<const Q: usize>(
     whole
 }
 
-/// Four 128-wide key rows folded as [`scores_quad`] folds them.
+/// Four 128-wide key rows folded as [`scores_quad`] folds them. Asks for
+/// the rows [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 fn quad128<const Q: usize>(rows: &[[f16; 128]], q: &[[__m512; 8]; Q]) -> [__m512; Q] {
-    let r0 = row128(&rows[0], q);
-    let r1 = row128(&rows[1], q);
-    let r2 = row128(&rows[2], q);
-    let r3 = row128(&rows[3], q);
+    super::kv_row_hint(rows, 0, 256, 4 * 256);
+    // Four rows side by side for up to two queries; for more, two by two
+    // (four rows of four queries would want more registers than there are).
+    let r = if Q <= 2 {
+        rows128::<Q, 4>(rows, q)
+    } else {
+        let [r0, r1] = rows128::<Q, 2>(rows, q);
+        let [r2, r3] = rows128::<Q, 2>(&rows[2..], q);
+        [r0, r1, r2, r3]
+    };
     let mut u = [_mm512_setzero_ps(); Q];
     for h in 0..Q {
-        u[h] = fold_quads(fold_pairs(r0[h], r1[h]), fold_pairs(r2[h], r3[h]));
+        u[h] = fold_quads(fold_pairs(r[0][h], r[1][h]), fold_pairs(r[2][h], r[3][h]));
     }
     u
 }
 
-/// [`row_dots`] of a 128-wide key row against queries held as registers:
-/// the same two accumulators per query over the same chunks in the same
-/// order, then their sum. Asks for the row
-/// [`KV_PREFETCH_ROWS`](crate::quant::dot::KV_PREFETCH_ROWS) on.
+/// [`row_dots`] of the first `R` 128-wide key rows of `rows` against
+/// queries held as registers: per row, the same two accumulators per
+/// query over the same chunks in the same order, then their sum. The
+/// rows go side by side, so that each query chunk is loaded once for all
+/// `R` of them: one row at a time, the queries (sixteen registers for
+/// two heads) were reloaded for every row, and those loads, not the
+/// memory, bounded the kernel on AMD Zen 4.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-fn row128<const Q: usize>(row: &[f16; 128], q: &[[__m512; 8]; Q]) -> [__m512; Q] {
-    super::kv_row_hint(row, 0, 256, 256);
-    let kv: [__m256i; 8] = bytemuck::cast(*row);
+fn rows128<const Q: usize, const R: usize>(
+    rows: &[[f16; 128]],
+    q: &[[__m512; 8]; Q],
+) -> [[__m512; Q]; R] {
     let zero = _mm512_setzero_ps();
-    let mut a = [[zero; 2]; Q];
-    for c in 0..HEAD128_CHUNKS {
-        for i in 0..2 {
-            let w = _mm512_cvtph_ps(kv[2 * c + i]);
-            for (ah, qh) in a.iter_mut().zip(q) {
-                ah[i] = _mm512_fmadd_ps(qh[2 * c + i], w, ah[i]);
+    let rows: &[[f16; 128]; R] = rows[..R].try_into().expect("R rows");
+    let mut a = [[[zero; 2]; Q]; R];
+    for j in 0..2 * HEAD128_CHUNKS {
+        let mut w = [zero; R];
+        for (wr, row) in w.iter_mut().zip(rows) {
+            let (kv, _) = row.as_chunks::<16>();
+            *wr = _mm512_cvtph_ps(bytemuck::cast(kv[j]));
+        }
+        for (h, qh) in q.iter().enumerate() {
+            for (ar, &wr) in a.iter_mut().zip(&w) {
+                ar[h][j % 2] = _mm512_fmadd_ps(qh[j], wr, ar[h][j % 2]);
             }
         }
     }
-    let mut r = [zero; Q];
-    for (rh, ah) in r.iter_mut().zip(a) {
-        *rh = _mm512_add_ps(ah[0], ah[1]);
+    let mut r = [[zero; Q]; R];
+    for (rr, ar) in r.iter_mut().zip(a) {
+        for (rh, ah) in rr.iter_mut().zip(ar) {
+            *rh = _mm512_add_ps(ah[0], ah[1]);
+        }
     }
     r
 }
@@ -922,10 +940,13 @@ fn weighted_pass<const Q: usize, const N: usize>(
     let hd = out[0].len();
     let n = ps.iter().map(|p| p.len()).max().unwrap_or(0);
     let mut acc = [[_mm512_setzero_ps(); N]; Q];
+    // The row `KV_PREFETCH_ROWS` on (a hint), except where the weights
+    // are asked for in L2 (AMD Zen 4): there the hardware prefetchers
+    // alone read a head's values faster than with the hints.
+    let hint = at == 0 && !super::weights_to_l2();
     for t in 0..n {
         let row = t * stride + at;
-        if at == 0 {
-            // The row `KV_PREFETCH_ROWS` on (a hint).
+        if hint {
             super::kv_row_hint(v, 2 * row, 2 * stride, 2 * hd);
         }
         let x: [__m512; N] = core::array::from_fn(|i| {
